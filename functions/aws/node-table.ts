@@ -1,0 +1,101 @@
+import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  type PutCommandInput,
+  ScanCommand,
+} from '@aws-sdk/lib-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { VersionConflictError } from '../core/errors.ts';
+import type { NodeRecord } from '../core/model.ts';
+import type { NodeRecordStore } from '../core/ports.ts';
+import { nodeTableSchema } from './node-table-schema.ts';
+
+const KEY = nodeTableSchema.partitionKey.name;
+const VERSION = nodeTableSchema.versionAttribute;
+
+/**
+ * The node table over DynamoDB. Every write is a conditional Put on the version read (or on the
+ * item's absence for the first write); a failed condition comes back as `VersionConflictError`
+ * carrying the current item (`ReturnValuesOnConditionCheckFailure: ALL_OLD`, which costs no read).
+ * Only `ConditionalCheckFailedException` is translated; every other error is rethrown untouched.
+ */
+export class DynamoNodeRecordStore implements NodeRecordStore {
+  private readonly documents: DynamoDBDocumentClient;
+
+  constructor(
+    client: DynamoDBClient,
+    private readonly tableName: string,
+  ) {
+    this.documents = DynamoDBDocumentClient.from(client, {
+      marshallOptions: { removeUndefinedValues: true },
+    });
+  }
+
+  async get(instanceId: string): Promise<NodeRecord | undefined> {
+    const result = await this.documents.send(
+      new GetCommand({ TableName: this.tableName, Key: { [KEY]: instanceId }, ConsistentRead: true }),
+    );
+    return result.Item as NodeRecord | undefined;
+  }
+
+  async put(record: NodeRecord, expectedVersion: number | undefined): Promise<void> {
+    const requiredVersion = (expectedVersion ?? 0) + 1;
+    if (record.version !== requiredVersion) {
+      throw new Error(
+        `node record ${record.instanceId}: version ${record.version} must be ${requiredVersion} (one past the version read)`,
+      );
+    }
+    const condition: Pick<
+      PutCommandInput,
+      'ConditionExpression' | 'ExpressionAttributeNames' | 'ExpressionAttributeValues'
+    > =
+      expectedVersion === undefined
+        ? { ConditionExpression: 'attribute_not_exists(#key)', ExpressionAttributeNames: { '#key': KEY } }
+        : {
+            ConditionExpression: '#version = :expectedVersion',
+            ExpressionAttributeNames: { '#version': VERSION },
+            ExpressionAttributeValues: { ':expectedVersion': expectedVersion },
+          };
+    try {
+      await this.documents.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: record,
+          ...condition,
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) {
+        // The old item comes back as raw AttributeValues, even through the document client.
+        const current = error.Item ? (unmarshall(error.Item) as NodeRecord) : undefined;
+        throw new VersionConflictError(record.instanceId, expectedVersion, current, { cause: error });
+      }
+      throw error;
+    }
+  }
+
+  async listPage(pageToken?: string): Promise<{ records: NodeRecord[]; nextPageToken?: string }> {
+    const result = await this.documents.send(
+      new ScanCommand({
+        TableName: this.tableName,
+        ExclusiveStartKey: pageToken ? { [KEY]: decodePageToken(pageToken) } : undefined,
+      }),
+    );
+    const lastKey = result.LastEvaluatedKey?.[KEY];
+    return {
+      records: (result.Items ?? []) as NodeRecord[],
+      ...(typeof lastKey === 'string' ? { nextPageToken: encodePageToken(lastKey) } : {}),
+    };
+  }
+}
+
+function encodePageToken(instanceId: string): string {
+  return Buffer.from(instanceId, 'utf8').toString('base64url');
+}
+
+function decodePageToken(token: string): string {
+  return Buffer.from(token, 'base64url').toString('utf8');
+}

@@ -1,0 +1,36 @@
+import type { NodeRecord } from './model.ts';
+
+/**
+ * The project's error classes, in one place. Each keeps the underlying error as `cause`. Handlers
+ * decide who retries from the class: `InvalidInputError` is logged and dropped (retrying cannot fix
+ * bad input); everything else is rethrown so the platform retries.
+ */
+
+/** The event or payload is malformed or names something we must not act on. Never retried. */
+export class InvalidInputError extends Error {
+  override readonly name = 'InvalidInputError';
+}
+
+/**
+ * A conditional write lost: the node record is no longer at the version the writer read.
+ * `current` is the record as DynamoDB holds it now (undefined when it was deleted).
+ */
+export class VersionConflictError extends Error {
+  override readonly name = 'VersionConflictError';
+  constructor(
+    readonly instanceId: string,
+    readonly expectedVersion: number | undefined,
+    readonly current: NodeRecord | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `node record ${instanceId} is at version ${current?.version ?? 'absent'}, expected ${expectedVersion ?? 'absent'}`,
+      options,
+    );
+  }
+}
+
+/** A required configuration value is missing or invalid; names the variable. */
+export class ConfigurationError extends Error {
+  override readonly name = 'ConfigurationError';
+}

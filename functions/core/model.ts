@@ -1,0 +1,160 @@
+/**
+ * The domain model shared by every function: what we know of an instance and its ENIs, the per-node
+ * knobs, and the node record (the ONE DynamoDB item per instance that is the source of truth for
+ * the CiliumNode). Plain data only: no SDK types, no behaviour.
+ */
+
+/** Tags as EC2 and Cilium use them: key to value. */
+export type Tags = Readonly<Record<string, string>>;
+
+/** What DescribeInstanceTypes says about an instance type's networking (cilium `ipamTypes.Limits`). */
+export interface InstanceLimits {
+  /** MaximumNetworkInterfaces: ENIs the instance can hold, eth0 included. */
+  readonly maxInterfaces: number;
+  /** Ipv4AddressesPerInterface: IPv4 addresses per ENI, the ENI's primary address included. */
+  readonly ipv4PerInterface: number;
+  /** "nitro", "xen", or "" (bare metal reports no hypervisor). */
+  readonly hypervisor: string;
+  readonly bareMetal: boolean;
+}
+
+export interface SubnetView {
+  readonly id: string;
+  readonly cidr: string;
+  readonly vpcId: string;
+  readonly availabilityZone: string;
+  /** AvailableIpAddressCount as EC2 last reported it. */
+  readonly availableAddresses: number;
+  readonly tags: Tags;
+  /** The route table the subnet is associated with (explicitly or through the VPC's main table). */
+  readonly routeTableId?: string;
+}
+
+export interface VpcView {
+  readonly id: string;
+  readonly primaryCidr: string;
+  /** Associated secondary IPv4 CIDRs; never contains the primary CIDR or empty strings. */
+  readonly secondaryCidrs: readonly string[];
+}
+
+export interface SecurityGroupView {
+  readonly id: string;
+  readonly vpcId: string;
+  readonly tags: Tags;
+}
+
+/** An ENI attached to the instance, exactly as EC2 last confirmed it. */
+export interface EniState {
+  readonly id: string;
+  readonly mac: string;
+  /** Attachment device index; 0 is the instance's primary ENI (eth0). */
+  readonly deviceIndex: number;
+  readonly attachmentId: string;
+  readonly deleteOnTermination: boolean;
+  /** The ENI's own primary private IPv4 address. */
+  readonly primaryIp: string;
+  /** Secondary private IPv4 addresses (the primary excluded, prefixes not expanded). */
+  readonly secondaryIps: readonly string[];
+  /** Delegated IPv4 /28 prefixes, as CIDRs. Stored as prefixes, never expanded, to bound item size. */
+  readonly prefixes: readonly string[];
+  readonly subnetId: string;
+  readonly subnetCidr: string;
+  readonly securityGroupIds: readonly string[];
+  readonly tags: Tags;
+  readonly description: string;
+}
+
+/** What DescribeInstances tells us about one instance. */
+export interface InstanceView {
+  readonly id: string;
+  readonly instanceType: string;
+  /** EC2 instance state name: pending, running, stopping, stopped, shutting-down, terminated. */
+  readonly state: string;
+  readonly availabilityZone: string;
+  readonly vpcId: string;
+  /** The subnet of the primary ENI (cilium `spec.eni.node-subnet-id`). */
+  readonly subnetId: string;
+  readonly privateDnsName: string;
+  readonly privateIp: string;
+  readonly tags: Tags;
+}
+
+/**
+ * The per-node knobs cilium-operator reads from the CiliumNode (`spec.ipam.*`, `spec.eni.*`), with
+ * zero values resolved the way the operator resolves them (see `resolveKnobs` callers).
+ */
+export interface NodeKnobs {
+  /** `spec.ipam.pre-allocate`; 0 means "use cilium's default" (8, capped for tiny instances). */
+  readonly preAllocate: number;
+  readonly minAllocate: number;
+  /** 0 means no cap beyond what the instance can hold. */
+  readonly maxAllocate: number;
+  readonly maxAboveWatermark: number;
+  /** ENIs below this device index are never touched; new ENIs go at or above it. */
+  readonly firstInterfaceIndex: number;
+  readonly subnetIds: readonly string[];
+  readonly subnetTags: Tags;
+  readonly securityGroups: readonly string[];
+  readonly securityGroupTags: Tags;
+  /** An ENI whose tags match ALL of these is never touched. Empty means no exclusion. */
+  readonly excludeInterfaceTags: Tags;
+  readonly usePrimaryAddress: boolean;
+  readonly disablePrefixDelegation: boolean;
+  readonly deleteOnTermination: boolean;
+}
+
+/** An error recorded on the node item; the sync surfaces it in `status.ipam.operator-status.error`. */
+export interface RecordedError {
+  /** A stable machine-readable code, e.g. `NoSubnetWithFreeAddresses` or an EC2 error code. */
+  readonly code: string;
+  readonly message: string;
+  readonly atEpochMs: number;
+}
+
+/**
+ * A claim on the node by one invocation that is about to mutate EC2. Concurrent invocations that
+ * see an unexpired lease held by someone else back off instead of mutating: EC2's
+ * AssignPrivateIpAddresses is not idempotent, so two planners acting on the same version would
+ * otherwise both add IPs. A crashed holder's lease simply expires; its work is re-derived from EC2.
+ */
+export interface MutationLease {
+  readonly holder: string;
+  readonly expiresAtEpochMs: number;
+}
+
+/** Release handshake state of one IP, durable on the node item (cilium `status.ipam.release-ips`). */
+export type ReleaseState = 'marked-for-release' | 'ready-for-release' | 'do-not-release' | 'released';
+
+export interface ExcessMark {
+  /** When the IP was first seen in the excess set, continuously since. */
+  readonly sinceEpochMs: number;
+  readonly state?: ReleaseState;
+}
+
+/** The node record: ONE DynamoDB item per instance, the whole IPAM state of that node. */
+export interface NodeRecord {
+  readonly instanceId: string;
+  /** Increases by exactly one on every write; every write is conditional on the version read. */
+  readonly version: number;
+  /** The CiliumNode's name (EKS naming: the instance's PrivateDnsName). */
+  readonly nodeName: string;
+  readonly instanceType: string;
+  readonly availabilityZone: string;
+  readonly nodeSubnetId: string;
+  readonly vpc: VpcView;
+  /** Every ENI attached to the instance, eth0 and excluded ones included, sorted by device index. */
+  readonly enis: readonly EniState[];
+  /** The knobs in force when the record was written. */
+  readonly knobs: NodeKnobs;
+  /** Whether the node allocates /28 prefixes (decided once per node, as cilium does). */
+  readonly prefixDelegation: boolean;
+  readonly lastError?: RecordedError;
+  readonly lease?: MutationLease;
+  /** IPs in the excess set and their handshake progress, keyed by IP. */
+  readonly excessMarks?: Readonly<Record<string, ExcessMark>>;
+  readonly lifecycle: 'active' | 'retired';
+  readonly createdAtEpochMs: number;
+  readonly updatedAtEpochMs: number;
+  /** DynamoDB TTL (epoch seconds) for retired records, kept for audit until then. */
+  readonly expiresAtEpochSeconds?: number;
+}

@@ -1,0 +1,22 @@
+import { resolve } from 'node:path';
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts', 'infra/**/*.test.ts'],
+    globalSetup: ['test/support/global-setup.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    env: {
+      AWS_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: 'AKIDLOCALTEST',
+      AWS_SECRET_ACCESS_KEY: 'local-test-secret',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      // Catch-all: any AWS client a test did not point at a stand-in fails fast on loopback
+      // instead of reaching a real AWS endpoint.
+      AWS_ENDPOINT_URL: 'http://127.0.0.1:9',
+      // aws-cdk-lib writes its fingerprint cache under the home directory.
+      HOME: resolve('.home'),
+    },
+  },
+});
