@@ -19,6 +19,9 @@ export interface StackConfig {
   readonly nodeNaming: 'private-dns-name' | 'instance-id';
   readonly kubernetesAccess: 'eks-access-entry' | 'none';
   readonly kubernetesGroup: string;
+  /** The EKS API endpoint and CA bundle (base64), for IAM-token access; required with eks-access-entry. */
+  readonly eksEndpoint: string;
+  readonly eksCertificateAuthorityData: string;
   readonly sweepRateMinutes: number;
   readonly garbageCollectionRateMinutes: number;
   readonly eniGarbageCollectionGraceMinutes: number;
@@ -99,7 +102,7 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
     return value as Record<string, string>;
   };
 
-  const config: StackConfig = {
+  const config: { -readonly [K in keyof StackConfig]: StackConfig[K] } = {
     clusterName: text('clusterName', /^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$/, 'an EKS cluster name'),
     vpcId: text('vpcId', /^vpc-[0-9a-f]{8,17}$/, 'a VPC id (vpc-…)'),
     clusterTagValues: stringList('clusterTagValues'),
@@ -119,12 +122,23 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
       /^(?!system:)[a-z0-9][a-z0-9:._-]{0,62}$/,
       'a group name not starting with system:',
     ),
+    eksEndpoint: '',
+    eksCertificateAuthorityData: '',
     sweepRateMinutes: count('sweepRateMinutes', 1, 60),
     garbageCollectionRateMinutes: count('garbageCollectionRateMinutes', 1, 1_440),
     eniGarbageCollectionGraceMinutes: count('eniGarbageCollectionGraceMinutes', 1, 10_080),
     retiredRecordRetentionDays: count('retiredRecordRetentionDays', 1, 3_650),
     logLevel: oneOf('logLevel', ['DEBUG', 'INFO', 'WARN', 'ERROR'] as const),
   };
+  if (config.kubernetesAccess === 'eks-access-entry') {
+    const endpoint = text('eksEndpoint', /^https:\/\/[^\s]+$/, 'the https:// endpoint of the EKS API server');
+    const authority = text(
+      'eksCertificateAuthorityData',
+      /^[A-Za-z0-9+/=]{16,}$/,
+      'the base64 CA bundle of the cluster',
+    );
+    Object.assign(config, { eksEndpoint: endpoint, eksCertificateAuthorityData: authority });
+  }
   if (problems.length > 0) {
     throw new StackConfigError(`invalid stack configuration:\n  ${problems.join('\n  ')}`);
   }

@@ -1,19 +1,272 @@
-import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as eks from 'aws-cdk-lib/aws-eks';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as lambdaEventSources from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { EC2_SPOT_INTERRUPTION_DETAIL_TYPE, EC2_STATE_CHANGE_DETAIL_TYPE } from '../functions/core/events.ts';
 import type { StackConfig } from './config.ts';
+import { grantEniManagement } from './ec2-permissions.ts';
+import { IpamFunction } from './ipam-function.ts';
 import { NodeTable } from './node-table.ts';
 
 export interface EniIpamStackProps extends StackProps {
   readonly config: StackConfig;
 }
 
-/** Everything serverless-eni-ipam installs, in one stack. */
+/** The EC2 instance states the allocating function acts on. */
+export const ACTED_ON_INSTANCE_STATES = ['running', 'shutting-down', 'terminated'] as const;
+
+/**
+ * Everything serverless-eni-ipam installs, in one stack: the node table; the allocate function (EC2
+ * events), the sweep function (schedules: reconcile every node, ENI garbage collection) and the sync
+ * function (the table's stream, a resync schedule, manual invoke); dead-letter queues, alarms, and
+ * least-privilege IAM and Kubernetes access.
+ */
 export class EniIpamStack extends Stack {
   readonly nodeTable: NodeTable;
+  readonly allocateFunction: IpamFunction;
+  readonly sweepFunction: IpamFunction;
+  readonly syncFunction: IpamFunction;
 
   constructor(scope: Construct, id: string, props: EniIpamStackProps) {
     super(scope, id, props);
+    const { config } = props;
     this.nodeTable = new NodeTable(this, 'Nodes');
-    new CfnOutput(this, 'NodeTableName', { value: this.nodeTable.table.tableName });
+    const table = this.nodeTable.table;
+
+    const kubernetesEnvironment: Record<string, string> =
+      config.kubernetesAccess === 'eks-access-entry'
+        ? {
+            EKS_CLUSTER_NAME: config.clusterName,
+            EKS_ENDPOINT: config.eksEndpoint,
+            EKS_CA_DATA: config.eksCertificateAuthorityData,
+          }
+        : {};
+    const allocationEnvironment: Record<string, string> = {
+      TABLE_NAME: table.tableName,
+      CLUSTER_NAME: config.clusterName,
+      CLUSTER_TAG_VALUES: config.clusterTagValues.join(','),
+      NODE_NAMING: config.nodeNaming,
+      PREFIX_DELEGATION: String(config.prefixDelegation),
+      RELEASE_EXCESS_IPS: String(config.releaseExcessIps),
+      EXCESS_IP_RELEASE_DELAY_SECONDS: String(config.excessIpReleaseDelaySeconds),
+      ENI_TAGS: JSON.stringify(config.eniTags),
+      ENI_GC_GRACE_MINUTES: String(config.eniGarbageCollectionGraceMinutes),
+      RETIRED_RECORD_RETENTION_DAYS: String(config.retiredRecordRetentionDays),
+      DEFAULT_PRE_ALLOCATE: String(config.preAllocate),
+      DEFAULT_MIN_ALLOCATE: String(config.minAllocate),
+      DEFAULT_MAX_ALLOCATE: String(config.maxAllocate),
+      DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
+      DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
+      ...kubernetesEnvironment,
+    };
+
+    this.allocateFunction = new IpamFunction(this, 'Allocate', {
+      handlerFolder: 'allocate',
+      description: 'Allocates ENIs and IPs when an EC2 instance of the cluster starts running',
+      timeout: Duration.minutes(2),
+      environment: allocationEnvironment,
+      logLevel: config.logLevel,
+    });
+    this.sweepFunction = new IpamFunction(this, 'Sweep', {
+      handlerFolder: 'sweep',
+      description: 'Reconciles every node of the cluster with EC2, and collects leaked ENIs',
+      timeout: Duration.minutes(5),
+      environment: allocationEnvironment,
+      logLevel: config.logLevel,
+      // One sweep at a time: overlapping sweeps would only contend for the same node leases.
+      reservedConcurrentExecutions: 1,
+    });
+    this.syncFunction = new IpamFunction(this, 'Sync', {
+      handlerFolder: 'sync',
+      description: 'Writes one consistent node-record version to the CiliumNode: status first, then spec',
+      timeout: Duration.minutes(2),
+      environment: { TABLE_NAME: table.tableName, NODE_NAMING: config.nodeNaming, ...kubernetesEnvironment },
+      logLevel: config.logLevel,
+    });
+
+    for (const allocator of [this.allocateFunction, this.sweepFunction]) {
+      grantEniManagement(allocator.role, config);
+      grantNodeRecordAccess(allocator.role, table.tableArn, [
+        'dynamodb:GetItem',
+        'dynamodb:PutItem',
+        'dynamodb:Scan',
+      ]);
+    }
+    grantNodeRecordAccess(this.syncFunction.role, table.tableArn, ['dynamodb:GetItem', 'dynamodb:Scan']);
+
+    this.routeEc2Events(config);
+    this.scheduleSweeps(config);
+    this.connectStreamToSync();
+    if (config.kubernetesAccess === 'eks-access-entry') this.grantKubernetesAccess(config);
+    this.addAlarms();
+
+    new CfnOutput(this, 'NodeTableName', { value: table.tableName });
+    new CfnOutput(this, 'SyncFunctionName', {
+      value: this.syncFunction.function.functionName,
+      description: 'Invoke with {"instanceId":"i-..."} or {"all":true} to resync CiliumNodes',
+    });
+    Validations.of(this).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason:
+        'EC2 Describe* actions (DescribeInstances, DescribeNetworkInterfaces, DescribeSubnets, ...) do not support resource-level permissions; every mutating action is scoped by resource and tag conditions',
+    });
   }
+
+  private readonly deadLetterQueues: sqs.Queue[] = [];
+
+  private deadLetterQueue(id: string): sqs.Queue {
+    const queue = new sqs.Queue(this, id, {
+      retentionPeriod: Duration.days(14),
+      enforceSSL: true,
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+    });
+    Validations.of(queue).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason:
+        'This queue IS a dead-letter queue (for EventBridge targets or the stream mapping on-failure destination)',
+    });
+    this.deadLetterQueues.push(queue);
+    return queue;
+  }
+
+  private routeEc2Events(config: StackConfig): void {
+    const deadLetterQueue = this.deadLetterQueue('Ec2EventsDeadLetters');
+    const target = new targets.LambdaFunction(this.allocateFunction.function, {
+      deadLetterQueue,
+      retryAttempts: 8,
+      maxEventAge: Duration.hours(2),
+    });
+    new events.Rule(this, 'InstanceStateChanges', {
+      description: `EC2 instance state changes the allocator acts on (cluster ${config.clusterName} is decided by instance tags)`,
+      eventPattern: {
+        source: ['aws.ec2'],
+        detailType: [EC2_STATE_CHANGE_DETAIL_TYPE],
+        detail: { state: [...ACTED_ON_INSTANCE_STATES] },
+      },
+      targets: [target],
+    });
+    new events.Rule(this, 'SpotInterruptions', {
+      description: 'Spot interruption warnings: stop allocating to instances about to go away',
+      eventPattern: { source: ['aws.ec2'], detailType: [EC2_SPOT_INTERRUPTION_DETAIL_TYPE] },
+      targets: [target],
+    });
+  }
+
+  private scheduleSweeps(config: StackConfig): void {
+    const deadLetterQueue = this.deadLetterQueue('ScheduleDeadLetters');
+    const scheduled = (fn: lambda.IFunction, task: Record<string, unknown>) =>
+      new targets.LambdaFunction(fn, {
+        event: events.RuleTargetInput.fromObject(task),
+        deadLetterQueue,
+        retryAttempts: 2,
+        maxEventAge: Duration.minutes(10),
+      });
+    new events.Rule(this, 'SweepSchedule', {
+      description: 'Reconcile every node: EC2 events are best effort',
+      schedule: events.Schedule.rate(Duration.minutes(config.sweepRateMinutes)),
+      targets: [scheduled(this.sweepFunction.function, { task: 'sweep' })],
+    });
+    new events.Rule(this, 'EniGarbageCollectionSchedule', {
+      description: 'Delete detached ENIs of ours that no live node record references',
+      schedule: events.Schedule.rate(Duration.minutes(config.garbageCollectionRateMinutes)),
+      targets: [scheduled(this.sweepFunction.function, { task: 'eni-garbage-collection' })],
+    });
+    new events.Rule(this, 'ResyncSchedule', {
+      description:
+        'Resync every CiliumNode (heals CiliumNodes created or replaced after their last record write)',
+      schedule: events.Schedule.rate(Duration.minutes(config.sweepRateMinutes)),
+      targets: [scheduled(this.syncFunction.function, { all: true })],
+    });
+  }
+
+  private connectStreamToSync(): void {
+    const onFailure = this.deadLetterQueue('StreamDeadLetters');
+    this.syncFunction.function.addEventSource(
+      new lambdaEventSources.DynamoEventSource(this.nodeTable.table, {
+        // LATEST can miss records written while the mapping is being created or updated.
+        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+        batchSize: 100,
+        maxBatchingWindow: Duration.seconds(0),
+        bisectBatchOnError: true,
+        retryAttempts: 10,
+        maxRecordAge: Duration.hours(6),
+        reportBatchItemFailures: true,
+        // Order is kept per item (per node) with parallelization; nodes sync independently.
+        parallelizationFactor: 4,
+        onFailure: new lambdaEventSources.SqsDlq(onFailure),
+      }),
+    );
+  }
+
+  private grantKubernetesAccess(config: StackConfig): void {
+    for (const [id, fn] of [
+      ['AllocateAccess', this.allocateFunction],
+      ['SweepAccess', this.sweepFunction],
+      ['SyncAccess', this.syncFunction],
+    ] as const) {
+      new eks.CfnAccessEntry(this, id, {
+        clusterName: config.clusterName,
+        principalArn: fn.role.roleArn,
+        type: 'STANDARD',
+        kubernetesGroups: [config.kubernetesGroup],
+      });
+    }
+  }
+
+  private addAlarms(): void {
+    for (const queue of this.deadLetterQueues) {
+      new cloudwatch.Alarm(this, `${queue.node.id}NotEmpty`, {
+        alarmDescription: `Events or stream records were given up on and parked in ${queue.node.id}`,
+        metric: queue.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(5) }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+    }
+    for (const ipamFunction of [this.allocateFunction, this.sweepFunction, this.syncFunction]) {
+      const fn = ipamFunction.function;
+      const name = ipamFunction.node.id;
+      new cloudwatch.Alarm(this, `${name}Errors`, {
+        alarmDescription: `${name} function invocations failed`,
+        metric: fn.metricErrors({ period: Duration.minutes(5) }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 3,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+      new cloudwatch.Alarm(this, `${name}Throttles`, {
+        alarmDescription: `${name} function invocations were throttled`,
+        metric: fn.metricThrottles({ period: Duration.minutes(5) }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 3,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+    }
+    new cloudwatch.Alarm(this, 'SyncIteratorAge', {
+      alarmDescription: 'The sync function is falling behind the node table stream',
+      metric: new cloudwatch.Metric({
+        namespace: 'AWS/Lambda',
+        metricName: 'IteratorAge',
+        dimensionsMap: { FunctionName: this.syncFunction.function.functionName },
+        statistic: 'Maximum',
+        period: Duration.minutes(5),
+      }),
+      threshold: 60_000,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 3,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+  }
+}
+
+function grantNodeRecordAccess(role: iam.IRole, tableArn: string, actions: string[]): void {
+  role.addToPrincipalPolicy(new iam.PolicyStatement({ sid: 'NodeTable', actions, resources: [tableArn] }));
 }

@@ -62,6 +62,12 @@ export interface EniState {
   readonly securityGroupIds: readonly string[];
   readonly tags: Tags;
   readonly description: string;
+  /**
+   * When one of our own mutating calls (create, attach, assign, unassign) last changed this ENI and
+   * EC2's response confirmed it. Within EC2's eventual-consistency window after that, a Describe
+   * that disagrees is not proof: the record's view of this ENI wins (see `mergeObservedEnis`).
+   */
+  readonly lastMutatedAtEpochMs?: number;
 }
 
 /** What DescribeInstances tells us about one instance. */

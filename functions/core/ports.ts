@@ -1,3 +1,4 @@
+import type { CiliumNode } from './ciliumnode.ts';
 import type {
   EniState,
   InstanceLimits,
@@ -28,52 +29,109 @@ export interface NodeRecordStore {
 
 /**
  * EC2, in domain terms. Implemented over @aws-sdk/client-ec2 by `functions/aws/ec2-network.ts`.
- * Every call is filtered or by id (never an unfiltered DescribeInstances/DescribeNetworkInterfaces,
+ * Every describe is filtered (never an unfiltered DescribeInstances/DescribeNetworkInterfaces,
  * which draw on EC2's smaller 50/10 token bucket). Throttling and 5xx are retried inside the adapter
- * with bounded, jittered backoff; what escapes is an `Ec2Error` (see `functions/aws/ec2-errors.ts`).
+ * with bounded, jittered backoff; what escapes is an `Ec2Error` (classify it with the predicates in
+ * `functions/aws/ec2-errors.ts`), or a network error once the retries are spent.
  */
 export interface Ec2NetworkPort {
-  /** The instance, or `undefined` when EC2 does not know it (InvalidInstanceID.NotFound). */
+  /**
+   * The instance, or `undefined` when EC2 returns none (never existed, or terminated long enough
+   * ago to have vanished). Right after launch EC2 may not show it yet: `undefined` is then not
+   * proof of absence. Read-only.
+   */
   describeInstance(instanceId: string): Promise<InstanceView | undefined>;
-  /** Every ENI attached to the instance (filter attachment.instance-id), with tags. */
+  /**
+   * Every ENI attached to the instance (filter attachment.instance-id, all pages), eth0 and ENIs
+   * that are not ours included, sorted by device index, with tags and subnet CIDRs (one
+   * DescribeSubnets for all of them). `vpc` is the instance's VPC: an attached ENI in another VPC
+   * (a multi-VPC attachment) cannot be described in the node's one VPC, so it fails with
+   * `InvalidInputError` rather than publish a wrong VPC for it. Empty for an unknown instance.
+   */
   describeAttachedEnis(instanceId: string, vpc: VpcView): Promise<EniState[]>;
   /**
-   * ENIs created for this instance by us (our instance-id tag) that are NOT attached (status
-   * `available`): left by a crash between create and attach, to be adopted instead of re-created.
+   * ENIs created for this instance by us (our instance-id and cluster tags, `isOurs`) that are NOT
+   * attached (status `available`): left by a crash between create and attach, to be adopted
+   * instead of re-created. Shortly after a create EC2 may not list the new ENI yet.
    */
   findDetachedEnisCreatedFor(instanceId: string): Promise<DetachedEni[]>;
+  /**
+   * Primary CIDR and associated secondary CIDRs (never the primary again, never empty strings,
+   * never CIDRs being associated or disassociated). Throws `Ec2Error` `InvalidVpcID.NotFound`.
+   */
   describeVpc(vpcId: string): Promise<VpcView>;
-  /** Subnets of the VPC in one AZ, with free address counts and route table ids. */
+  /**
+   * Subnets of the VPC in one AZ, with free address counts and route table ids (the explicit
+   * association, else the VPC's main route table).
+   */
   describeSubnets(vpcId: string, availabilityZone: string): Promise<SubnetView[]>;
   describeSecurityGroups(vpcId: string): Promise<SecurityGroupView[]>;
-  /** Networking limits of an instance type; `undefined` when EC2 does not know the type. */
+  /**
+   * Networking limits of an instance type straight from DescribeInstanceTypes; `undefined` when
+   * EC2 does not know the type. Uncached: use `InstanceLimitsCatalog` (functions/aws/instance-limits.ts),
+   * which caches per container and falls back to the static table.
+   */
   describeInstanceLimits(instanceType: string): Promise<InstanceLimits | undefined>;
 
   /**
-   * CreateNetworkInterface with the IPs (or prefixes) and our tags in one call. Idempotent through
-   * `clientToken`: a replay with the same token and parameters returns the same ENI.
+   * CreateNetworkInterface with the IPs (or prefixes) and tags in one call, so the ENI never exists
+   * untagged. The adapter adds our ownership tags (`functions/aws/eni-tags.ts`) on top of the
+   * configured extra tags and `request.tags`. Idempotent through `clientToken`: a replay with the
+   * same token and parameters returns the same ENI (its `status` may have moved on to `in-use`); the
+   * same token with other parameters fails with `IdempotentParameterMismatch`.
+   * Subnet capacity failures: `isSubnetFull`, `isPrefixCapacity`.
    */
   createEni(request: CreateEniRequest): Promise<DetachedEni>;
-  /** Returns the attachment id. Throws `Ec2Error` code `InvalidParameterValue` on a device-index conflict. */
+  /**
+   * AttachNetworkInterface on network card 0; returns the attachment id. Right after createEni a
+   * `*.NotFound` is EC2's eventual consistency: wrap the call in `retryWhileNotFound`
+   * (functions/aws/ec2-retry.ts). NOT idempotent (EC2 takes no client token): a replay after a lost
+   * answer fails with `isInUse` or `isDeviceIndexConflict`, so after an ambiguous failure re-read
+   * `describeAttachedEnis` before acting. Other failures to branch on: `isAttachmentLimit`,
+   * `isIncorrectInstanceState`.
+   */
   attachEni(eniId: string, instanceId: string, deviceIndex: number): Promise<string>;
+  /**
+   * ModifyNetworkInterfaceAttribute on the attachment. Idempotent (sets a value). A `*.NotFound`
+   * right after attachEni may be eventual consistency (wrap in `retryWhileNotFound`); later it
+   * means the ENI or attachment is gone.
+   */
   setDeleteOnTermination(eniId: string, attachmentId: string, deleteOnTermination: boolean): Promise<void>;
-  /** Returns the IPs / prefixes EC2 assigned. Not idempotent: callers hold the node's mutation lease. */
+  /**
+   * AssignPrivateIpAddresses by count; returns the IPs / prefixes EC2 assigned. Makes no call when
+   * both counts are 0. Not idempotent: callers hold the node's mutation lease. Throws `Ec2Error`
+   * `PrivateIpAddressLimitExceeded` past the per-ENI limit; `isSubnetFull`, `isPrefixCapacity`.
+   */
   assignIps(eniId: string, request: { ipCount?: number; prefixCount?: number }): Promise<AssignedAddresses>;
-  /** Releases IPs and/or prefixes; IPs already gone are not an error for the caller to handle twice. */
+  /**
+   * Releases IPs and/or prefixes. Idempotent: addresses the ENI no longer holds are skipped (after
+   * a re-read of the ENI), and an ENI that is gone holds nothing.
+   */
   unassignIps(eniId: string, addresses: AssignedAddresses): Promise<void>;
+  /**
+   * Starts a detach; EC2 completes it asynchronously (the ENI is `in-use` until then). Idempotent:
+   * an attachment that is already gone counts as detached. eth0 cannot be detached.
+   */
   detachEni(attachmentId: string): Promise<void>;
-  /** Deletes an ENI; an ENI that is already gone counts as deleted. */
+  /**
+   * Deletes an ENI; an ENI that is already gone counts as deleted (as amazon-vpc-cni's deleteENI).
+   * Right after create a NotFound may be eventual consistency; such an ENI is still tagged and is
+   * found again by `findDetachedEnisCreatedFor`. Fails with `isInUse` while still attached.
+   */
   deleteEni(eniId: string): Promise<void>;
 }
 
 export interface CreateEniRequest {
+  /** The instance the ENI is for; written into our instance-id tag. */
   readonly instanceId: string;
   readonly subnetId: string;
   readonly securityGroupIds: readonly string[];
   readonly description: string;
   readonly ipCount?: number;
   readonly prefixCount?: number;
+  /** Tags for this ENI beyond the ones the adapter always sets (which win on a key clash). */
   readonly tags: Tags;
+  /** Deterministic per ENI slot (at most 64 ASCII characters), so a retried create is a replay. */
   readonly clientToken: string;
 }
 
@@ -95,4 +153,18 @@ export interface DetachedEni {
 export interface AssignedAddresses {
   readonly ips: readonly string[];
   readonly prefixes: readonly string[];
+}
+
+/** Reads CiliumNodes (knobs, demand). Implemented with client-node by `functions/k8s/`. */
+export interface CiliumNodeReader {
+  /** The CiliumNode named `name`, or `undefined` when it does not exist (yet). */
+  get(name: string): Promise<CiliumNode | undefined>;
+}
+
+/** Structured logging; fields must never carry credentials or tokens. */
+export interface Log {
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
 }

@@ -1,0 +1,110 @@
+import { Stack, Validations } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import { ENI_TAG_KEYS } from '../functions/aws/eni-tags.ts';
+
+/**
+ * The EC2 permissions of the allocating functions, least privilege after AWS's scope-down policy for
+ * VPC CNI (aws-facts.md §9): named actions only (no wildcards); every ENI mutation conditioned on
+ * our cluster tag, which we put on every ENI at creation; creation only in the cluster's VPC and
+ * only with that tag in the request; tagging only as part of creation.
+ */
+export interface EniPermissionScope {
+  readonly clusterName: string;
+  readonly vpcId: string;
+  readonly clusterTagValues: readonly string[];
+}
+
+/** Describe calls cannot be scoped to resources in IAM: they need `Resource: *`. */
+export const EC2_DESCRIBE_ACTIONS = [
+  'ec2:DescribeInstances',
+  'ec2:DescribeInstanceTypes',
+  'ec2:DescribeNetworkInterfaces',
+  'ec2:DescribeRouteTables',
+  'ec2:DescribeSecurityGroups',
+  'ec2:DescribeSubnets',
+  'ec2:DescribeVpcs',
+] as const;
+
+export function grantEniManagement(role: iam.IRole, scope: EniPermissionScope): void {
+  const stack = Stack.of(role);
+  const ec2Arn = (resource: string) => stack.formatArn({ service: 'ec2', resource, resourceName: '*' });
+  const vpcArn = stack.formatArn({ service: 'ec2', resource: 'vpc', resourceName: scope.vpcId });
+  const clusterTag = ENI_TAG_KEYS.clusterName;
+  const instanceClusterTag = `kubernetes.io/cluster/${scope.clusterName}`;
+
+  const statements = [
+    new iam.PolicyStatement({
+      sid: 'DescribeNetworking',
+      actions: [...EC2_DESCRIBE_ACTIONS],
+      resources: ['*'],
+    }),
+    new iam.PolicyStatement({
+      sid: 'CreateTaggedEni',
+      actions: ['ec2:CreateNetworkInterface'],
+      resources: [ec2Arn('network-interface')],
+      conditions: { StringEquals: { [`aws:RequestTag/${clusterTag}`]: scope.clusterName } },
+    }),
+    new iam.PolicyStatement({
+      sid: 'CreateEniInClusterVpc',
+      actions: ['ec2:CreateNetworkInterface'],
+      resources: [ec2Arn('subnet'), ec2Arn('security-group')],
+      conditions: { ArnEquals: { 'ec2:Vpc': vpcArn } },
+    }),
+    new iam.PolicyStatement({
+      sid: 'TagOnlyOnCreate',
+      actions: ['ec2:CreateTags'],
+      resources: [ec2Arn('network-interface')],
+      conditions: { StringEquals: { 'ec2:CreateAction': 'CreateNetworkInterface' } },
+    }),
+    new iam.PolicyStatement({
+      sid: 'MutateOwnEnis',
+      actions: [
+        'ec2:AssignPrivateIpAddresses',
+        'ec2:AttachNetworkInterface',
+        'ec2:DeleteNetworkInterface',
+        'ec2:DetachNetworkInterface',
+        'ec2:ModifyNetworkInterfaceAttribute',
+        'ec2:UnassignPrivateIpAddresses',
+      ],
+      resources: [ec2Arn('network-interface')],
+      conditions: { StringEquals: { [`aws:ResourceTag/${clusterTag}`]: scope.clusterName } },
+    }),
+    new iam.PolicyStatement({
+      sid: 'AttachToClusterInstances',
+      actions: [
+        'ec2:AttachNetworkInterface',
+        'ec2:DetachNetworkInterface',
+        'ec2:ModifyNetworkInterfaceAttribute',
+      ],
+      resources: [ec2Arn('instance')],
+      conditions: {
+        StringEquals: { [`aws:ResourceTag/${instanceClusterTag}`]: [...scope.clusterTagValues] },
+      },
+    }),
+  ];
+  for (const statement of statements) role.addToPrincipalPolicy(statement);
+
+  const arnPattern = (resource: string) =>
+    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:${resource}/*]`;
+  const acknowledgements: [string, string][] = [
+    [
+      'network-interface',
+      'ENIs are created at run time with generated ids; every action on them is conditioned on our cluster tag (aws:RequestTag on create, aws:ResourceTag otherwise)',
+    ],
+    [
+      'subnet',
+      'CreateNetworkInterface needs the subnet resource; conditioned on ec2:Vpc being the cluster VPC',
+    ],
+    [
+      'security-group',
+      'CreateNetworkInterface needs the security-group resource; conditioned on ec2:Vpc being the cluster VPC',
+    ],
+    [
+      'instance',
+      'instances join the cluster at run time; attach/detach/modify are conditioned on the kubernetes.io/cluster/<name> instance tag',
+    ],
+  ];
+  for (const [resource, reason] of acknowledgements) {
+    Validations.of(role).acknowledge({ id: arnPattern(resource), reason });
+  }
+}

@@ -1,0 +1,212 @@
+import { App, Stack, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { nodeTableSchema } from '../../functions/aws/node-table-schema.ts';
+import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
+import { readStackConfig, StackConfigError } from '../../infra/config.ts';
+
+/** Synthesizes with cdk.json's defaults; esbuild bundling skipped (a separate test bundles). */
+function synthesize(overrides: Record<string, unknown> = {}): Template {
+  const app = new App({ context: { ...cdkJsonContext(), ...overrides, 'aws:cdk:bundling-stacks': [] } });
+  const { stack } = buildApp(app);
+  app.synth();
+  return Template.fromStack(stack);
+}
+
+type Statement = {
+  Action: string | string[];
+  Resource: unknown;
+  Condition?: Record<string, unknown>;
+  Sid?: string;
+};
+
+function statementsOf(template: Template, roleLogicalIdPrefix: string): Statement[] {
+  const policies = template.findResources('AWS::IAM::Policy');
+  return Object.entries(policies)
+    .filter(([logicalId]) => logicalId.startsWith(roleLogicalIdPrefix))
+    .flatMap(
+      ([, policy]) =>
+        (policy as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+          .Statement,
+    );
+}
+
+const actionsOf = (statement: Statement) => [statement.Action].flat();
+
+describe('the stack', () => {
+  let template: Template;
+  beforeAll(() => {
+    template = synthesize();
+  });
+
+  it('keeps the node table as the shared schema says: key, new-image stream, TTL, PITR, retained', () => {
+    template.hasResource('AWS::DynamoDB::Table', {
+      DeletionPolicy: 'Retain',
+      Properties: {
+        KeySchema: [{ AttributeName: nodeTableSchema.partitionKey.name, KeyType: 'HASH' }],
+        BillingMode: 'PAY_PER_REQUEST',
+        StreamSpecification: { StreamViewType: nodeTableSchema.streamViewType },
+        TimeToLiveSpecification: { AttributeName: nodeTableSchema.timeToLiveAttribute, Enabled: true },
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        DeletionProtectionEnabled: true,
+      },
+    });
+  });
+
+  it('runs every function on arm64 with the newest Node.js runtime', () => {
+    const functions = Object.values(template.findResources('AWS::Lambda::Function'));
+    expect(functions.length).toBeGreaterThanOrEqual(3);
+    for (const fn of functions) {
+      expect(fn.Properties.Runtime).toBe('nodejs24.x');
+      expect(fn.Properties.Architectures).toEqual(['arm64']);
+    }
+  });
+
+  it('routes EC2 state changes we act on, and spot interruption warnings, to the allocate function', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        source: ['aws.ec2'],
+        'detail-type': ['EC2 Instance State-change Notification'],
+        detail: { state: ['running', 'shutting-down', 'terminated'] },
+      },
+      Targets: [
+        Match.objectLike({
+          Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^Allocate'), 'Arn'] },
+          DeadLetterConfig: Match.objectLike({ Arn: Match.anyValue() }),
+          RetryPolicy: Match.objectLike({ MaximumRetryAttempts: 8 }),
+        }),
+      ],
+    });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: { source: ['aws.ec2'], 'detail-type': ['EC2 Spot Instance Interruption Warning'] },
+    });
+  });
+
+  it('schedules the sweep, ENI garbage collection and a full resync, each with a dead-letter queue', () => {
+    for (const input of [{ task: 'sweep' }, { task: 'eni-garbage-collection' }, { all: true }]) {
+      template.hasResourceProperties('AWS::Events::Rule', {
+        ScheduleExpression: Match.stringLikeRegexp('^rate\\('),
+        Targets: [Match.objectLike({ Input: JSON.stringify(input), DeadLetterConfig: Match.anyValue() })],
+      });
+    }
+  });
+
+  it('feeds the table stream to the sync function with bounded retries, bisect, partial failures and an on-failure queue', () => {
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      FunctionName: { Ref: Match.stringLikeRegexp('^Sync') },
+      StartingPosition: 'TRIM_HORIZON',
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: 10,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      DestinationConfig: { OnFailure: { Destination: Match.anyValue() } },
+    });
+  });
+
+  it('grants EC2 mutations only with cluster-tag conditions, and no wildcard actions anywhere', () => {
+    const statements = statementsOf(template, 'Allocate');
+    for (const statement of Object.values(template.findResources('AWS::IAM::Policy')).flatMap(
+      (policy) =>
+        (policy as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+          .Statement,
+    )) {
+      for (const action of actionsOf(statement)) expect(action).not.toContain('*');
+    }
+    const byAction = (action: string) =>
+      statements.filter((statement) => actionsOf(statement).includes(action));
+
+    const create = byAction('ec2:CreateNetworkInterface');
+    expect(create.map((statement) => statement.Condition)).toEqual(
+      expect.arrayContaining([
+        { StringEquals: { 'aws:RequestTag/cluster.k8s.amazonaws.com/name': 'my-cluster' } },
+        { ArnEquals: { 'ec2:Vpc': expect.anything() } },
+      ]),
+    );
+    expect(byAction('ec2:CreateTags')).toEqual([
+      expect.objectContaining({
+        Condition: { StringEquals: { 'ec2:CreateAction': 'CreateNetworkInterface' } },
+      }),
+    ]);
+    for (const action of [
+      'ec2:AttachNetworkInterface',
+      'ec2:ModifyNetworkInterfaceAttribute',
+      'ec2:AssignPrivateIpAddresses',
+      'ec2:UnassignPrivateIpAddresses',
+      'ec2:DetachNetworkInterface',
+      'ec2:DeleteNetworkInterface',
+    ]) {
+      const grants = byAction(action);
+      expect(grants.length, action).toBeGreaterThan(0);
+      for (const grant of grants) {
+        expect(grant.Resource, action).not.toBe('*');
+        expect(JSON.stringify(grant.Condition), action).toMatch(/aws:ResourceTag\//);
+      }
+    }
+    for (const describeStatement of statements.filter((statement) => statement.Resource === '*')) {
+      for (const action of actionsOf(describeStatement)) expect(action).toMatch(/^ec2:Describe/);
+    }
+  });
+
+  it('gives the sync function read-only access to the node table and no EC2 access', () => {
+    const actions = statementsOf(template, 'Sync').flatMap(actionsOf);
+    expect(actions).toEqual(expect.arrayContaining(['dynamodb:GetItem', 'dynamodb:Scan']));
+    expect(actions.filter((action) => action.startsWith('ec2:'))).toEqual([]);
+    expect(actions).not.toContain('dynamodb:PutItem');
+  });
+
+  it('maps every function role to the Kubernetes group through an EKS access entry', () => {
+    const entries = Object.values(template.findResources('AWS::EKS::AccessEntry'));
+    expect(entries).toHaveLength(3);
+    for (const entry of entries) {
+      expect(entry.Properties).toMatchObject({
+        ClusterName: 'my-cluster',
+        KubernetesGroups: ['serverless-eni-ipam'],
+        Type: 'STANDARD',
+      });
+    }
+  });
+
+  it('alarms on dead letters, errors, throttles and stream iterator age', () => {
+    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')).map(
+      (alarm) => alarm.Properties.MetricName,
+    );
+    expect(alarms).toEqual(
+      expect.arrayContaining(['ApproximateNumberOfMessagesVisible', 'Errors', 'Throttles', 'IteratorAge']),
+    );
+  });
+});
+
+describe('configuration', () => {
+  it.each([
+    { case: 'a malformed VPC id', key: 'eni-ipam:vpcId', value: 'vpc-nope', message: /eni-ipam:vpcId/ },
+    {
+      case: 'a negative pre-allocate',
+      key: 'eni-ipam:preAllocate',
+      value: -1,
+      message: /eni-ipam:preAllocate/,
+    },
+    {
+      case: 'a system: group',
+      key: 'eni-ipam:kubernetesGroup',
+      value: 'system:masters',
+      message: /kubernetesGroup/,
+    },
+    { case: 'an unknown node naming', key: 'eni-ipam:nodeNaming', value: 'hostname', message: /nodeNaming/ },
+  ])('refuses $case with a message naming the key', ({ key, value, message }) => {
+    const context = { ...cdkJsonContext(), [key]: value };
+    expect(() => readStackConfig((name) => context[name])).toThrow(StackConfigError);
+    expect(() => readStackConfig((name) => context[name])).toThrow(message);
+  });
+});
+
+describe('cdk-nag', () => {
+  it('fails synthesis on an unacknowledged finding (so the clean stack above proves something)', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new Stack(app, 'Careless');
+    const role = new iam.Role(stack, 'Role', { assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com') });
+    role.addToPolicy(new iam.PolicyStatement({ actions: ['ec2:*'], resources: ['*'] }));
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    expect(() => app.synth()).toThrow();
+  });
+});
