@@ -1,0 +1,20 @@
+/**
+ * EC2 emulator: the EC2 Query protocol on 127.0.0.1 over a state model that enforces EC2's ENI
+ * rules, with AWS's token-bucket throttling, eventual consistency and fault injection.
+ *
+ *   const emulator = await startEc2Emulator({ throttling: true });
+ *   const cluster = emulator.state.seedCluster();
+ *   const instance = emulator.state.launchInstance({ instanceType: 'm5.large', subnetId: cluster.subnets.nodesA.subnetId });
+ *   const ec2 = new EC2Client({ region: 'us-east-1', endpoint: emulator.url, credentials });
+ */
+export * from './addresses.ts';
+export * from './calls.ts';
+export * from './clock.ts';
+export * from './errors.ts';
+export * from './faults.ts';
+export * from './instance-types.ts';
+export * from './query.ts';
+export * from './server.ts';
+export * from './state.ts';
+export * from './throttling.ts';
+export * from './xml.ts';
