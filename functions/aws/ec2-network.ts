@@ -1,0 +1,547 @@
+import {
+  type _InstanceType,
+  AssignPrivateIpAddressesCommand,
+  AttachNetworkInterfaceCommand,
+  CreateNetworkInterfaceCommand,
+  DeleteNetworkInterfaceCommand,
+  DescribeInstancesCommand,
+  DescribeInstanceTypesCommand,
+  DescribeNetworkInterfacesCommand,
+  DescribeRouteTablesCommand,
+  DescribeSecurityGroupsCommand,
+  DescribeSubnetsCommand,
+  DescribeVpcsCommand,
+  DetachNetworkInterfaceCommand,
+  EC2Client,
+  type Filter,
+  type InstanceTypeInfo,
+  ModifyNetworkInterfaceAttributeCommand,
+  type NetworkInterface,
+  type RouteTable,
+  type Subnet,
+  type Tag,
+  UnassignPrivateIpAddressesCommand,
+} from '@aws-sdk/client-ec2';
+import { ConfigurationError, InvalidInputError } from '../core/errors.ts';
+import type {
+  EniState,
+  InstanceLimits,
+  InstanceView,
+  SecurityGroupView,
+  SubnetView,
+  Tags,
+  VpcView,
+} from '../core/model.ts';
+import type { AssignedAddresses, CreateEniRequest, DetachedEni, Ec2NetworkPort } from '../core/ports.ts';
+import {
+  Ec2Error,
+  isAddressNotAssigned,
+  isNotFound,
+  isUnknownInstanceType,
+  toEc2Error,
+} from './ec2-errors.ts';
+import { createEc2RetryStrategy, type Ec2RetryOptions } from './ec2-retry.ts';
+import { ENI_TAG_KEYS, isOurs, tagsForNewEni, validateExtraTags } from './eni-tags.ts';
+
+/**
+ * The EC2 adapter: `Ec2NetworkPort` over @aws-sdk/client-ec2. It is deliberately thin: one SDK
+ * call (or one paginated describe) per port method, SDK shapes mapped to the domain model at the
+ * boundary, every SDK error converted to `Ec2Error` (ec2-errors.ts). Throttling and 5xx are retried
+ * by the client's retry strategy (ec2-retry.ts), not here. Nor is a `*.NotFound` on a resource we
+ * just created: only the caller knows it is fresh, so it wraps the call in `retryWhileNotFound`
+ * (one layer of retries, never nested ones that multiply the wait).
+ *
+ * Describe calls are always filtered (never by bare id lists): EC2 charges unfiltered
+ * DescribeInstances / DescribeNetworkInterfaces / DescribeSecurityGroups to a smaller bucket
+ * (50 burst, 10/s) than filtered or paginated ones (100, 20/s), and whether an id list counts as a
+ * filter is not documented. An empty filtered answer also means "not there" without the
+ * `*.NotFound` / `*.Malformed` errors id lists raise.
+ */
+
+export interface Ec2ClientOptions {
+  /** Retry tuning; tests and the bench shrink the delays. Defaults: `DEFAULT_EC2_RETRY_OPTIONS`. */
+  readonly retry?: Partial<Ec2RetryOptions>;
+}
+
+/**
+ * The EC2 client, built ONCE per container (call this at module scope and share the result):
+ * the SDK keeps connections alive and its retry quota per client. Region, endpoint and
+ * credentials come only from the SDK's standard configuration (`AWS_REGION`,
+ * `AWS_ENDPOINT_URL_EC2`, the Lambda role), so the same code runs against AWS and the emulator.
+ */
+export function createEc2Client(options: Ec2ClientOptions = {}): EC2Client {
+  return new EC2Client({ retryStrategy: createEc2RetryStrategy(options.retry) });
+}
+
+export interface Ec2NetworkAdapterOptions {
+  readonly client: EC2Client;
+  /** The EKS cluster name, written into our ENI tags and required on every ENI we adopt. */
+  readonly clusterName: string;
+  /** User-configured tags for every ENI we create; must not touch our own keys (`validateExtraTags`). */
+  readonly extraTags?: Tags;
+  /** MaxResults of the paginated describes, 5..1000 (route tables are capped at 100). Default 1000. */
+  readonly describePageSize?: number;
+}
+
+/** Builds the adapter; throws `ConfigurationError` for an empty cluster name or unusable extra tags. */
+export function createEc2NetworkAdapter(options: Ec2NetworkAdapterOptions): Ec2NetworkPort {
+  if (!options.clusterName) throw new ConfigurationError('clusterName must not be empty');
+  const tagProblems = validateExtraTags(options.extraTags ?? {});
+  if (tagProblems.length > 0)
+    throw new ConfigurationError(`invalid extra ENI tags: ${tagProblems.join('; ')}`);
+  const pageSize = options.describePageSize ?? 1000;
+  if (!Number.isInteger(pageSize) || pageSize < 5 || pageSize > 1000) {
+    throw new ConfigurationError(`describePageSize must be an integer in 5..1000, got ${pageSize}`);
+  }
+  return new Ec2NetworkAdapter(options, pageSize);
+}
+
+class Ec2NetworkAdapter implements Ec2NetworkPort {
+  private readonly client: EC2Client;
+  private readonly clusterName: string;
+  private readonly extraTags: Tags;
+
+  constructor(
+    options: Ec2NetworkAdapterOptions,
+    private readonly pageSize: number,
+  ) {
+    this.client = options.client;
+    this.clusterName = options.clusterName;
+    this.extraTags = options.extraTags ?? {};
+  }
+
+  async describeInstance(instanceId: string): Promise<InstanceView | undefined> {
+    const reservations = await this.describeInstancesByFilter(instanceId);
+    const instance = reservations
+      .flatMap((reservation) => reservation.Instances ?? [])
+      .find((candidate) => candidate.InstanceId === instanceId);
+    if (!instance) return undefined;
+    return {
+      id: instanceId,
+      instanceType: instance.InstanceType ?? '',
+      state: instance.State?.Name ?? '',
+      availabilityZone: instance.Placement?.AvailabilityZone ?? '',
+      vpcId: instance.VpcId ?? '',
+      subnetId: instance.SubnetId ?? '',
+      privateDnsName: instance.PrivateDnsName ?? '',
+      privateIp: instance.PrivateIpAddress ?? '',
+      tags: tagsOf(instance.Tags),
+    };
+  }
+
+  async describeAttachedEnis(instanceId: string, vpc: VpcView): Promise<EniState[]> {
+    const interfaces = await this.describeNetworkInterfaces([filter('attachment.instance-id', instanceId)]);
+    const outsideVpc = interfaces.filter((eni) => eni.VpcId !== vpc.id);
+    if (outsideVpc.length > 0) {
+      throw new InvalidInputError(
+        `instance ${instanceId} has ENIs outside its VPC ${vpc.id} (${outsideVpc.map((eni) => `${eni.NetworkInterfaceId} in ${eni.VpcId}`).join(', ')}); cilium's per-node VPC cannot describe them`,
+      );
+    }
+    const subnetCidrs = await this.subnetCidrsById(interfaces.map((eni) => eni.SubnetId ?? ''));
+    return interfaces
+      .map((eni) => toEniState(eni, subnetCidrs))
+      .sort((left, right) => left.deviceIndex - right.deviceIndex);
+  }
+
+  async findDetachedEnisCreatedFor(instanceId: string): Promise<DetachedEni[]> {
+    const interfaces = await this.describeNetworkInterfaces([
+      filter(`tag:${ENI_TAG_KEYS.instanceId}`, instanceId),
+      filter(`tag:${ENI_TAG_KEYS.clusterName}`, this.clusterName),
+      filter('status', 'available'),
+    ]);
+    return interfaces.map(toDetachedEni).filter((eni) => isOurs(eni.tags, this.clusterName));
+  }
+
+  async describeVpc(vpcId: string): Promise<VpcView> {
+    const output = await ec2(() => this.client.send(new DescribeVpcsCommand({ VpcIds: [vpcId] })));
+    const vpc = output.Vpcs?.find((candidate) => candidate.VpcId === vpcId);
+    if (!vpc?.CidrBlock) throw new Ec2Error('InvalidVpcID.NotFound', `The vpc ID '${vpcId}' does not exist`);
+    const primaryCidr = vpc.CidrBlock;
+    const secondaryCidrs = (vpc.CidrBlockAssociationSet ?? [])
+      .filter((association) => association.CidrBlockState?.State === 'associated')
+      .map((association) => association.CidrBlock ?? '')
+      .filter((cidr) => cidr !== '' && cidr !== primaryCidr);
+    return { id: vpcId, primaryCidr, secondaryCidrs: [...new Set(secondaryCidrs)] };
+  }
+
+  async describeSubnets(vpcId: string, availabilityZone: string): Promise<SubnetView[]> {
+    const [subnets, routeTables] = await Promise.all([
+      this.paginate((NextToken) =>
+        this.client
+          .send(
+            new DescribeSubnetsCommand({
+              Filters: [filter('vpc-id', vpcId), filter('availability-zone', availabilityZone)],
+              MaxResults: this.pageSize,
+              NextToken,
+            }),
+          )
+          .then((output) => ({ items: output.Subnets, nextToken: output.NextToken })),
+      ),
+      this.paginate((NextToken) =>
+        this.client
+          .send(
+            new DescribeRouteTablesCommand({
+              Filters: [filter('vpc-id', vpcId)],
+              MaxResults: Math.min(this.pageSize, 100),
+              NextToken,
+            }),
+          )
+          .then((output) => ({ items: output.RouteTables, nextToken: output.NextToken })),
+      ),
+    ]);
+    const routeTableOf = routeTableResolver(routeTables);
+    return subnets.map((subnet) => toSubnetView(subnet, routeTableOf(subnet.SubnetId ?? '')));
+  }
+
+  async describeSecurityGroups(vpcId: string): Promise<SecurityGroupView[]> {
+    const groups = await this.paginate((NextToken) =>
+      this.client
+        .send(
+          new DescribeSecurityGroupsCommand({
+            Filters: [filter('vpc-id', vpcId)],
+            MaxResults: this.pageSize,
+            NextToken,
+          }),
+        )
+        .then((output) => ({ items: output.SecurityGroups, nextToken: output.NextToken })),
+    );
+    return groups.map((group) => ({
+      id: group.GroupId ?? '',
+      vpcId: group.VpcId ?? '',
+      tags: tagsOf(group.Tags),
+    }));
+  }
+
+  async describeInstanceLimits(instanceType: string): Promise<InstanceLimits | undefined> {
+    let info: InstanceTypeInfo | undefined;
+    try {
+      const output = await ec2(() =>
+        this.client.send(
+          new DescribeInstanceTypesCommand({ InstanceTypes: [instanceType as _InstanceType] }),
+        ),
+      );
+      info = output.InstanceTypes?.find((candidate) => candidate.InstanceType === instanceType);
+    } catch (error) {
+      if (isUnknownInstanceType(error)) return undefined;
+      throw error;
+    }
+    const maxInterfaces = info?.NetworkInfo?.MaximumNetworkInterfaces;
+    const ipv4PerInterface = info?.NetworkInfo?.Ipv4AddressesPerInterface;
+    if (maxInterfaces === undefined || ipv4PerInterface === undefined) return undefined;
+    return {
+      maxInterfaces,
+      ipv4PerInterface,
+      hypervisor: info?.Hypervisor ?? '',
+      bareMetal: info?.BareMetal ?? false,
+    };
+  }
+
+  async createEni(request: CreateEniRequest): Promise<DetachedEni> {
+    const tags = tagsForNewEni(this.clusterName, request.instanceId, this.extraTags, request.tags);
+    const output = await ec2(() =>
+      this.client.send(
+        new CreateNetworkInterfaceCommand({
+          SubnetId: request.subnetId,
+          Groups: [...request.securityGroupIds],
+          Description: request.description,
+          ...(request.ipCount ? { SecondaryPrivateIpAddressCount: request.ipCount } : {}),
+          ...(request.prefixCount ? { Ipv4PrefixCount: request.prefixCount } : {}),
+          TagSpecifications: [
+            {
+              ResourceType: 'network-interface',
+              Tags: Object.entries(tags).map(([Key, Value]) => ({ Key, Value })),
+            },
+          ],
+          ClientToken: request.clientToken,
+        }),
+      ),
+    );
+    if (!output.NetworkInterface?.NetworkInterfaceId) {
+      throw new Ec2Error('InvalidResponse', 'CreateNetworkInterface answered without a network interface');
+    }
+    return toDetachedEni(output.NetworkInterface);
+  }
+
+  async attachEni(eniId: string, instanceId: string, deviceIndex: number): Promise<string> {
+    const output = await ec2(() =>
+      this.client.send(
+        new AttachNetworkInterfaceCommand({
+          NetworkInterfaceId: eniId,
+          InstanceId: instanceId,
+          DeviceIndex: deviceIndex,
+          NetworkCardIndex: 0,
+        }),
+      ),
+    );
+    if (!output.AttachmentId) {
+      throw new Ec2Error(
+        'InvalidResponse',
+        `AttachNetworkInterface of ${eniId} answered without an attachment id`,
+      );
+    }
+    return output.AttachmentId;
+  }
+
+  async setDeleteOnTermination(
+    eniId: string,
+    attachmentId: string,
+    deleteOnTermination: boolean,
+  ): Promise<void> {
+    await ec2(() =>
+      this.client.send(
+        new ModifyNetworkInterfaceAttributeCommand({
+          NetworkInterfaceId: eniId,
+          Attachment: { AttachmentId: attachmentId, DeleteOnTermination: deleteOnTermination },
+        }),
+      ),
+    );
+  }
+
+  async assignIps(
+    eniId: string,
+    request: { ipCount?: number; prefixCount?: number },
+  ): Promise<AssignedAddresses> {
+    if (!request.ipCount && !request.prefixCount) return { ips: [], prefixes: [] };
+    const output = await ec2(() =>
+      this.client.send(
+        new AssignPrivateIpAddressesCommand({
+          NetworkInterfaceId: eniId,
+          ...(request.ipCount ? { SecondaryPrivateIpAddressCount: request.ipCount } : {}),
+          ...(request.prefixCount ? { Ipv4PrefixCount: request.prefixCount } : {}),
+        }),
+      ),
+    );
+    return {
+      ips: definedStrings(output.AssignedPrivateIpAddresses?.map((assigned) => assigned.PrivateIpAddress)),
+      prefixes: definedStrings(output.AssignedIpv4Prefixes?.map((assigned) => assigned.Ipv4Prefix)),
+    };
+  }
+
+  async unassignIps(eniId: string, addresses: AssignedAddresses): Promise<void> {
+    if (addresses.ips.length > 0) await this.unassignStillAssigned(eniId, 'ips', addresses.ips);
+    if (addresses.prefixes.length > 0)
+      await this.unassignStillAssigned(eniId, 'prefixes', addresses.prefixes);
+  }
+
+  async detachEni(attachmentId: string): Promise<void> {
+    try {
+      await ec2(() => this.client.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId })));
+    } catch (error) {
+      if (isNotFound(error)) return;
+      throw error;
+    }
+  }
+
+  async deleteEni(eniId: string): Promise<void> {
+    try {
+      await ec2(() => this.client.send(new DeleteNetworkInterfaceCommand({ NetworkInterfaceId: eniId })));
+    } catch (error) {
+      if (isNotFound(error)) return;
+      throw error;
+    }
+  }
+
+  /**
+   * UnassignPrivateIpAddresses for one kind of address. EC2 rejects the whole call when any
+   * address is no longer on the ENI, so a replayed release (a retried invocation after a lost
+   * answer) would fail forever; on that answer we re-read the ENI and release only what it still
+   * holds. An ENI that is gone holds nothing.
+   */
+  private async unassignStillAssigned(eniId: string, kind: 'ips' | 'prefixes', addresses: readonly string[]) {
+    const unassign = (subset: readonly string[]) =>
+      ec2(() =>
+        this.client.send(
+          new UnassignPrivateIpAddressesCommand({
+            NetworkInterfaceId: eniId,
+            ...(kind === 'ips' ? { PrivateIpAddresses: [...subset] } : { Ipv4Prefixes: [...subset] }),
+          }),
+        ),
+      );
+    try {
+      await unassign(addresses);
+      return;
+    } catch (error) {
+      if (isNotFound(error)) return;
+      if (!isAddressNotAssigned(error)) throw error;
+    }
+    const [current] = await this.describeNetworkInterfaces([filter('network-interface-id', eniId)]);
+    if (!current) return;
+    const held = new Set(kind === 'ips' ? secondaryIpsOf(current) : prefixesOf(current));
+    const stillAssigned = addresses.filter((address) => held.has(address));
+    if (stillAssigned.length === 0) return;
+    try {
+      await unassign(stillAssigned);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  }
+
+  /**
+   * Every ENI matching the filters, all pages. MaxResults goes only with filters, never with
+   * NetworkInterfaceIds: EC2 then silently pages through id lists and callers that ignore
+   * NextToken lose ENIs (cilium #39106).
+   */
+  private describeNetworkInterfaces(filters: Filter[]): Promise<NetworkInterface[]> {
+    return this.paginate((NextToken) =>
+      this.client
+        .send(
+          new DescribeNetworkInterfacesCommand({ Filters: filters, MaxResults: this.pageSize, NextToken }),
+        )
+        .then((output) => ({ items: output.NetworkInterfaces, nextToken: output.NextToken })),
+    );
+  }
+
+  private describeInstancesByFilter(instanceId: string) {
+    return this.paginate((NextToken) =>
+      this.client
+        .send(new DescribeInstancesCommand({ Filters: [filter('instance-id', instanceId)], NextToken }))
+        .then((output) => ({ items: output.Reservations, nextToken: output.NextToken })),
+    );
+  }
+
+  /** CIDR per subnet id, in ONE DescribeSubnets for all the ids of a batch. */
+  private async subnetCidrsById(subnetIds: readonly string[]): Promise<ReadonlyMap<string, string>> {
+    const uniqueIds = [...new Set(subnetIds.filter((id) => id !== ''))];
+    if (uniqueIds.length === 0) return new Map();
+    const subnets = await this.paginate((NextToken) =>
+      this.client
+        .send(
+          new DescribeSubnetsCommand({
+            Filters: [filter('subnet-id', ...uniqueIds)],
+            MaxResults: this.pageSize,
+            NextToken,
+          }),
+        )
+        .then((output) => ({ items: output.Subnets, nextToken: output.NextToken })),
+    );
+    return new Map(subnets.map((subnet) => [subnet.SubnetId ?? '', subnet.CidrBlock ?? '']));
+  }
+
+  /** Follows NextToken until the last page; every page's SDK error is converted to `Ec2Error`. */
+  private async paginate<T>(
+    fetchPage: (
+      nextToken: string | undefined,
+    ) => Promise<{ items: T[] | undefined; nextToken: string | undefined }>,
+  ): Promise<T[]> {
+    const items: T[] = [];
+    let nextToken: string | undefined;
+    do {
+      const page = await ec2(() => fetchPage(nextToken));
+      items.push(...(page.items ?? []));
+      nextToken = page.nextToken || undefined;
+    } while (nextToken);
+    return items;
+  }
+}
+
+/** Runs one SDK call and converts an EC2 error answer into `Ec2Error`. */
+async function ec2<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    throw toEc2Error(error);
+  }
+}
+
+function filter(name: string, ...values: string[]): Filter {
+  return { Name: name, Values: values };
+}
+
+function tagsOf(tags: readonly Tag[] | undefined): Tags {
+  const result: Record<string, string> = {};
+  for (const tag of tags ?? []) if (tag.Key !== undefined) result[tag.Key] = tag.Value ?? '';
+  return result;
+}
+
+function definedStrings(values: readonly (string | undefined)[] | undefined): string[] {
+  return (values ?? []).filter((value): value is string => value !== undefined && value !== '');
+}
+
+function secondaryIpsOf(eni: NetworkInterface): string[] {
+  return definedStrings(
+    eni.PrivateIpAddresses?.filter((address) => !address.Primary).map((address) => address.PrivateIpAddress),
+  );
+}
+
+function prefixesOf(eni: NetworkInterface): string[] {
+  return definedStrings(eni.Ipv4Prefixes?.map((prefix) => prefix.Ipv4Prefix));
+}
+
+function primaryIpOf(eni: NetworkInterface): string {
+  return (
+    eni.PrivateIpAddresses?.find((address) => address.Primary)?.PrivateIpAddress ?? eni.PrivateIpAddress ?? ''
+  );
+}
+
+function toDetachedEni(eni: NetworkInterface): DetachedEni {
+  return {
+    id: eni.NetworkInterfaceId ?? '',
+    mac: eni.MacAddress ?? '',
+    primaryIp: primaryIpOf(eni),
+    secondaryIps: secondaryIpsOf(eni),
+    prefixes: prefixesOf(eni),
+    subnetId: eni.SubnetId ?? '',
+    securityGroupIds: definedStrings(eni.Groups?.map((group) => group.GroupId)),
+    tags: tagsOf(eni.TagSet),
+    description: eni.Description ?? '',
+    status: eni.Status ?? '',
+  };
+}
+
+function toEniState(eni: NetworkInterface, subnetCidrs: ReadonlyMap<string, string>): EniState {
+  const detached = toDetachedEni(eni);
+  const subnetCidr = subnetCidrs.get(detached.subnetId);
+  if (!subnetCidr) {
+    throw new Ec2Error(
+      'InvalidSubnetID.NotFound',
+      `DescribeSubnets did not return subnet ${detached.subnetId} of ENI ${detached.id}`,
+    );
+  }
+  return {
+    id: detached.id,
+    mac: detached.mac,
+    deviceIndex: eni.Attachment?.DeviceIndex ?? 0,
+    attachmentId: eni.Attachment?.AttachmentId ?? '',
+    deleteOnTermination: eni.Attachment?.DeleteOnTermination ?? false,
+    primaryIp: detached.primaryIp,
+    secondaryIps: detached.secondaryIps,
+    prefixes: detached.prefixes,
+    subnetId: detached.subnetId,
+    subnetCidr,
+    securityGroupIds: detached.securityGroupIds,
+    tags: detached.tags,
+    description: detached.description,
+  };
+}
+
+/**
+ * The route table of each subnet: its explicit association, else the VPC's main table (a subnet
+ * without an explicit association uses the main one). Cilium's subnet choice prefers subnets that
+ * share the node subnet's route table.
+ */
+function routeTableResolver(routeTables: readonly RouteTable[]): (subnetId: string) => string | undefined {
+  const explicit = new Map<string, string>();
+  let mainTableId: string | undefined;
+  for (const table of routeTables) {
+    for (const association of table.Associations ?? []) {
+      const state = association.AssociationState?.State;
+      if (state !== undefined && state !== 'associated') continue;
+      if (association.Main) mainTableId = table.RouteTableId;
+      else if (association.SubnetId && table.RouteTableId)
+        explicit.set(association.SubnetId, table.RouteTableId);
+    }
+  }
+  return (subnetId) => explicit.get(subnetId) ?? mainTableId;
+}
+
+function toSubnetView(subnet: Subnet, routeTableId: string | undefined): SubnetView {
+  return {
+    id: subnet.SubnetId ?? '',
+    cidr: subnet.CidrBlock ?? '',
+    vpcId: subnet.VpcId ?? '',
+    availabilityZone: subnet.AvailabilityZone ?? '',
+    availableAddresses: subnet.AvailableIpAddressCount ?? 0,
+    tags: tagsOf(subnet.Tags),
+    ...(routeTableId ? { routeTableId } : {}),
+  };
+}
