@@ -1,0 +1,99 @@
+import { type EniLimitContext, freeAddressSlots, roomOnEniIps } from './limits.ts';
+import type { EniState, NodeKnobs, SubnetView, Tags } from './model.ts';
+
+/**
+ * Which ENIs the allocator may touch, and which one to fill first. Pure.
+ */
+
+/**
+ * True when `tags` carries every key of `required` with the same value (cilium `Tags.Match`).
+ * An empty `required` matches everything.
+ */
+export function matchesAllTags(tags: Tags, required: Tags): boolean {
+  return Object.entries(required).every(([key, value]) => Object.hasOwn(tags, key) && tags[key] === value);
+}
+
+/**
+ * True when the node's knobs put the ENI out of bounds for allocation, release, pool publication
+ * and capacity (cilium `ENI.IsExcludedBySpec`, reference §1.6/§3.5):
+ * - its device index is below `firstInterfaceIndex`, or
+ * - `excludeInterfaceTags` is non-empty and the ENI's tags match ALL of them.
+ * Excluded ENIs still occupy a device slot and are still published in `status.eni.enis`.
+ */
+export function isExcluded(
+  eni: EniState,
+  knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags'>,
+): boolean {
+  if (eni.deviceIndex < knobs.firstInterfaceIndex) return true;
+  const excludeTags = knobs.excludeInterfaceTags;
+  return Object.keys(excludeTags).length > 0 && matchesAllTags(eni.tags, excludeTags);
+}
+
+/** An existing ENI that can take more addresses now. */
+export interface EniFillCandidate {
+  readonly eni: EniState;
+  readonly subnet: SubnetView;
+  /** Room on the ENI in addresses (cilium `availableOnENI`). */
+  readonly roomIps: number;
+  /** Free EC2 address slots on the ENI (each secondary IP or /28 prefix takes one). */
+  readonly freeSlots: number;
+}
+
+export interface FillOrderInputs {
+  readonly enis: readonly EniState[];
+  readonly subnets: readonly SubnetView[];
+  readonly knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags'>;
+  readonly limitContext: EniLimitContext;
+  /** Subnets that already refused addresses this round (InsufficientFreeAddressesInSubnet). */
+  readonly excludedSubnetIds?: readonly string[];
+}
+
+/**
+ * Existing ENIs that can take addresses now, in the order to fill them. An ENI qualifies when:
+ * 1. it is not excluded (`isExcluded`);
+ * 2. it has room (`roomOnEniIps > 0`), and on a prefix-delegated node also a free address slot
+ *    for a /28;
+ * 3. its subnet is known and reports `availableAddresses > 0`, and is not in `excludedSubnetIds`.
+ * Order: lowest device index first, then ENI id. This mirrors cilium `PrepareIPAllocation`
+ * ([M1] `pkg/aws/eni/node.go`, reference §3.5) except that cilium takes the first candidate in Go
+ * map order (non-deterministic, §3.18 item 7); ours is stable so retries plan the same action.
+ */
+export function orderEnisToFill(inputs: FillOrderInputs): EniFillCandidate[] {
+  const subnetsById = new Map(inputs.subnets.map((subnet) => [subnet.id, subnet]));
+  const excludedSubnetIds = new Set(inputs.excludedSubnetIds ?? []);
+  const candidates: EniFillCandidate[] = [];
+  for (const eni of inputs.enis) {
+    if (isExcluded(eni, inputs.knobs)) continue;
+    const subnet = subnetsById.get(eni.subnetId);
+    if (subnet === undefined || subnet.availableAddresses <= 0 || excludedSubnetIds.has(subnet.id)) continue;
+    const roomIps = roomOnEniIps(inputs.limitContext, eni);
+    const freeSlots = freeAddressSlots(inputs.limitContext.limits, eni);
+    const hasRoom = roomIps > 0 && (!inputs.limitContext.prefixDelegation || freeSlots > 0);
+    if (hasRoom) candidates.push({ eni, subnet, roomIps, freeSlots });
+  }
+  return candidates.sort(
+    (left, right) =>
+      left.eni.deviceIndex - right.eni.deviceIndex || compareStrings(left.eni.id, right.eni.id),
+  );
+}
+
+/** The ENI to fill first (`orderEnisToFill`'s head), or `undefined` when none can take addresses. */
+export function chooseEniToFill(inputs: FillOrderInputs): EniFillCandidate | undefined {
+  return orderEnisToFill(inputs)[0];
+}
+
+/**
+ * True when some non-excluded ENI still has room, whatever its subnet's state: distinguishes
+ * "instance full" from "ENIs have room but their subnets are exhausted".
+ */
+export function anyEniHasRoom(inputs: Omit<FillOrderInputs, 'subnets' | 'excludedSubnetIds'>): boolean {
+  return inputs.enis.some(
+    (eni) => !isExcluded(eni, inputs.knobs) && roomOnEniIps(inputs.limitContext, eni) > 0,
+  );
+}
+
+/** Plain code-unit string order, independent of locale. */
+export function compareStrings(left: string, right: string): number {
+  if (left < right) return -1;
+  return left > right ? 1 : 0;
+}

@@ -1,0 +1,121 @@
+import { compareStrings, matchesAllTags } from './eni-selection.ts';
+import type { InstanceView, NodeKnobs, SubnetView, Tags } from './model.ts';
+
+/**
+ * Where a new ENI goes. Pure; mirrors cilium `findSuitableSubnet` ([M1] `pkg/aws/eni/node.go`,
+ * reference §3.6) but returns every usable subnet in preference order so the caller can fall back
+ * to the next one when EC2 answers `InsufficientFreeAddressesInSubnet`.
+ */
+
+/** Which rule of the heuristic put a subnet on the list. */
+export type SubnetChoiceRule =
+  | 'subnet-ids'
+  | 'subnet-tags'
+  | 'node-subnet'
+  | 'node-route-table'
+  | 'vpc-and-zone';
+
+export interface SubnetCandidate {
+  readonly subnet: SubnetView;
+  readonly rule: SubnetChoiceRule;
+}
+
+export interface SubnetChoiceInputs {
+  readonly instance: Pick<InstanceView, 'vpcId' | 'availabilityZone' | 'subnetId'>;
+  readonly subnets: readonly SubnetView[];
+  readonly knobs: Pick<NodeKnobs, 'subnetIds' | 'subnetTags'>;
+  /** `Ipv4AddressesPerInterface` of the instance type: the node subnet must have this many free. */
+  readonly ipv4PerInterface: number;
+  /** Subnets to skip, e.g. those that already refused this round. */
+  readonly excludedSubnetIds?: readonly string[];
+}
+
+/**
+ * The subnets a new ENI may be created in, best first. Only subnets in the instance's VPC and
+ * availability zone with `availableAddresses > 0` and not in `excludedSubnetIds` are eligible. In
+ * order, each subnet listed once at its first matching rule:
+ * 1. `subnet-ids` (when set): the listed subnets, most free addresses first;
+ * 2. `subnet-tags` (when set): subnets carrying all the tags, most free first;
+ * 3. the node's own subnet (the instance's primary ENI subnet), if it has at least
+ *    `ipv4PerInterface` free addresses;
+ * 4. other subnets associated with the node subnet's route table, most free first;
+ * 5. any other eligible subnet, most free first.
+ * Ties on free addresses are broken by subnet id. An empty list means no subnet can take an ENI.
+ *
+ * Differences from cilium, on purpose: cilium returns one subnet and may return an exhausted one
+ * from rule 1 or 2 (it never checks free addresses there); we never offer a subnet with 0 free.
+ * Like cilium (since `eec7036ba0`), rules 1 and 2 fall through to 3-5 when nothing matches them.
+ * Cilium's rule 4 only looks at subnets listed in `subnet-ids`; ours looks at every eligible one.
+ */
+export function chooseSubnets(inputs: SubnetChoiceInputs): SubnetCandidate[] {
+  const eligible = eligibleSubnets(inputs);
+  const chosen: SubnetCandidate[] = [];
+  const chosenIds = new Set<string>();
+  const add = (subnets: readonly SubnetView[], rule: SubnetChoiceRule): void => {
+    for (const subnet of sortByMostFree(subnets)) {
+      if (chosenIds.has(subnet.id)) continue;
+      chosenIds.add(subnet.id);
+      chosen.push({ subnet, rule });
+    }
+  };
+
+  const { subnetIds, subnetTags } = inputs.knobs;
+  if (subnetIds.length > 0) {
+    const listed = new Set(subnetIds);
+    add(
+      eligible.filter((subnet) => listed.has(subnet.id)),
+      'subnet-ids',
+    );
+  }
+  if (hasTags(subnetTags)) {
+    add(
+      eligible.filter((subnet) => matchesAllTags(subnet.tags, subnetTags)),
+      'subnet-tags',
+    );
+  }
+  const nodeSubnet = eligible.find((subnet) => subnet.id === inputs.instance.subnetId);
+  if (nodeSubnet !== undefined && nodeSubnet.availableAddresses >= inputs.ipv4PerInterface) {
+    add([nodeSubnet], 'node-subnet');
+  }
+  const nodeRouteTableId = inputs.subnets.find(
+    (subnet) => subnet.id === inputs.instance.subnetId,
+  )?.routeTableId;
+  if (nodeRouteTableId !== undefined) {
+    add(
+      eligible.filter(
+        (subnet) => subnet.id !== inputs.instance.subnetId && subnet.routeTableId === nodeRouteTableId,
+      ),
+      'node-route-table',
+    );
+  }
+  add(eligible, 'vpc-and-zone');
+  return chosen;
+}
+
+/** The candidates' ids, in order: what the create-ENI plan carries. */
+export function subnetIdsOf(candidates: readonly SubnetCandidate[]): string[] {
+  return candidates.map((candidate) => candidate.subnet.id);
+}
+
+/** Subnets in the instance's VPC and zone that have free addresses and were not excluded. */
+function eligibleSubnets(inputs: SubnetChoiceInputs): SubnetView[] {
+  const excluded = new Set(inputs.excludedSubnetIds ?? []);
+  return inputs.subnets.filter(
+    (subnet) =>
+      subnet.vpcId === inputs.instance.vpcId &&
+      subnet.availabilityZone === inputs.instance.availabilityZone &&
+      subnet.availableAddresses > 0 &&
+      !excluded.has(subnet.id),
+  );
+}
+
+/** Most free addresses first; ties by subnet id. */
+function sortByMostFree(subnets: readonly SubnetView[]): SubnetView[] {
+  return [...subnets].sort(
+    (left, right) => right.availableAddresses - left.availableAddresses || compareStrings(left.id, right.id),
+  );
+}
+
+function hasTags(tags: Tags): boolean {
+  return Object.keys(tags).length > 0;
+}
