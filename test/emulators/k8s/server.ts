@@ -1,0 +1,442 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parse as parseYaml } from 'yaml';
+import type { FaultKind, Faults, RequestInfo, RequestLog, RequestRecord } from './faults.ts';
+import { isJsonObject } from './json.ts';
+import { applyJsonPatch, JsonPatchError, parseJsonPatch } from './json-patch.ts';
+import { applyMergePatch } from './merge-patch.ts';
+import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
+import {
+  API_VERSION,
+  ApiError,
+  badRequest,
+  conflict,
+  deleted,
+  GROUP,
+  internalError,
+  LIST_KIND,
+  methodNotAllowed,
+  notFound,
+  patchNotApplicable,
+  RESOURCE,
+  requestEntityTooLarge,
+  routeNotFound,
+  tooManyRequests,
+  unauthorized,
+  unsupportedMediaType,
+  VERSION,
+} from './status.ts';
+import type { CiliumNodeStore, FieldValidation, Subresource, WriteOptions } from './store.ts';
+import type { WatchHub } from './watch.ts';
+
+/**
+ * The HTTP face of the emulator: routes kube-apiserver paths for `cilium.io/v2` `ciliumnodes`
+ * (cluster-scoped) onto the store, decodes bodies, encodes answers and Status errors, and applies
+ * authentication, fault injection and the request log.
+ */
+
+export interface ServerDependencies {
+  store: CiliumNodeStore;
+  watches: WatchHub;
+  faults: Faults;
+  requests: RequestLog;
+  /** When set, every request must carry `Authorization: Bearer <token>` (else 401). */
+  requiredToken: string | undefined;
+}
+
+/** kube-apiserver's default `--max-request-bytes` for JSON bodies is 3 MiB. */
+const MAX_BODY_BYTES = 3 * 1024 * 1024;
+const COLLECTION_PATH = `/apis/${GROUP}/${VERSION}/${RESOURCE}`;
+const MERGE_PATCH = 'application/merge-patch+json';
+const JSON_PATCH = 'application/json-patch+json';
+
+interface Answer {
+  code: number;
+  body: unknown;
+  warnings?: string[];
+}
+
+type Route =
+  | { target: 'discovery'; body: unknown }
+  | { target: 'collection' }
+  | { target: 'object'; name: string; subresource: Subresource };
+
+function parseRoute(pathname: string): Route | undefined {
+  const discovery = DISCOVERY[pathname.replace(/\/$/, '') || '/'];
+  if (discovery !== undefined) return { target: 'discovery', body: discovery };
+  if (pathname === COLLECTION_PATH) return { target: 'collection' };
+  if (!pathname.startsWith(`${COLLECTION_PATH}/`)) return undefined;
+  const rest = pathname.slice(COLLECTION_PATH.length + 1).split('/');
+  const name = decodeURIComponent(rest[0] ?? '');
+  if (name === '') return undefined;
+  if (rest.length === 1) return { target: 'object', name, subresource: 'main' };
+  if (rest.length === 2 && rest[1] === 'status') return { target: 'object', name, subresource: 'status' };
+  return undefined;
+}
+
+/** The verb kube-apiserver's RequestInfoResolver would give this request. */
+function requestInfo(route: Route, method: string, query: URLSearchParams): RequestInfo | undefined {
+  if (route.target === 'discovery') return method === 'GET' ? { verb: 'discovery' } : undefined;
+  if (route.target === 'collection') {
+    const verbs: Record<string, RequestInfo['verb']> = {
+      GET: query.get('watch') === 'true' || query.get('watch') === '1' ? 'watch' : 'list',
+      POST: 'create',
+      DELETE: 'deletecollection',
+    };
+    const verb = verbs[method];
+    if (verb === undefined) return undefined;
+    const fieldName = /^metadata\.name==?(.+)$/.exec(query.get('fieldSelector') ?? '')?.[1];
+    return { verb, subresource: 'main', ...(fieldName !== undefined ? { name: fieldName } : {}) };
+  }
+  const verbs: Record<string, RequestInfo['verb']> =
+    route.subresource === 'main'
+      ? { GET: 'get', PUT: 'update', PATCH: 'patch', DELETE: 'delete' }
+      : { GET: 'get', PUT: 'update', PATCH: 'patch' };
+  const verb = verbs[method];
+  return verb === undefined ? undefined : { verb, subresource: route.subresource, name: route.name };
+}
+
+export function createRequestHandler(
+  deps: ServerDependencies,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    handle(deps, req, res).catch((error: unknown) => {
+      // A bug in the emulator itself: answer 500 rather than hang the client.
+      if (!res.headersSent) send(res, errorAnswer(internalError(String(error))));
+    });
+  };
+}
+
+async function handle(deps: ServerDependencies, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const method = req.method ?? 'GET';
+  const url = new URL(req.url ?? '/', 'http://emulator');
+  const route = parseRoute(url.pathname);
+  const info = route === undefined ? undefined : requestInfo(route, method, url.searchParams);
+  const contentType = req.headers['content-type']?.split(';')[0]?.trim();
+  const record: RequestRecord = {
+    ...(info ?? { verb: 'unknown' }),
+    method,
+    path: url.pathname,
+    query: url.search,
+    ...(contentType !== undefined ? { contentType } : {}),
+    statusCode: 0,
+  };
+  deps.requests.record(record);
+
+  let fault: FaultKind | undefined;
+  try {
+    // Authentication comes first on the real server, before routing.
+    if (deps.requiredToken !== undefined && req.headers.authorization !== `Bearer ${deps.requiredToken}`) {
+      throw unauthorized();
+    }
+    if (route === undefined) throw routeNotFound();
+    if (info === undefined) throw methodNotAllowed(method);
+    fault = deps.faults.take(info);
+    if (fault !== undefined) record.fault = fault;
+    if (fault === 'drop-connection') {
+      record.statusCode = 'dropped';
+      req.socket.destroy();
+      return;
+    }
+    if (fault === 'server-error') throw internalError('injected fault');
+    if (fault === 'conflict') throw conflict(info.name ?? '');
+    if (fault === 'too-many-requests') throw tooManyRequests(1);
+
+    if (info.verb === 'watch') {
+      record.statusCode = 200;
+      deps.watches.open(res, {
+        ...watchRequest(url.searchParams),
+        dropAfterInitialEvents: fault === 'drop-after-apply',
+      });
+      if (fault === 'drop-after-apply') record.statusCode = 'dropped';
+      return;
+    }
+    const answer = await execute(deps, route, info, req, url.searchParams, contentType);
+    if (fault === 'drop-after-apply') {
+      record.statusCode = 'dropped';
+      req.socket.destroy();
+      return;
+    }
+    record.statusCode = answer.code;
+    send(res, answer);
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    record.statusCode = error.code;
+    send(res, errorAnswer(error), error.headers);
+  }
+}
+
+function errorAnswer(error: ApiError): Answer {
+  return { code: error.code, body: error.status };
+}
+
+function send(res: ServerResponse, answer: Answer, headers: Record<string, string> = {}): void {
+  const payload = JSON.stringify(answer.body);
+  res.writeHead(answer.code, {
+    'Content-Type': 'application/json',
+    'Content-Length': Buffer.byteLength(payload),
+    ...headers,
+    ...(answer.warnings?.length ? { Warning: answer.warnings.map((w) => `299 - ${JSON.stringify(w)}`) } : {}),
+  });
+  res.end(payload);
+}
+
+async function execute(
+  deps: ServerDependencies,
+  route: Route,
+  info: RequestInfo,
+  req: IncomingMessage,
+  query: URLSearchParams,
+  contentType: string | undefined,
+): Promise<Answer> {
+  const { store } = deps;
+  if (route.target === 'discovery') return { code: 200, body: route.body };
+  const options = writeOptions(query);
+
+  if (route.target === 'collection') {
+    const selector = selectorFrom(query);
+    switch (info.verb) {
+      case 'list':
+        return { code: 200, body: list(store, selector, query) };
+      case 'create': {
+        const result = store.create(decodeBody(await readBody(req), contentType), options);
+        return { code: options.dryRun ? 200 : 201, body: result.object, warnings: result.warnings };
+      }
+      case 'deletecollection': {
+        const items = store.list(selector).map((o) => store.delete(o.metadata.name, {}, options).object);
+        return { code: 200, body: { apiVersion: API_VERSION, kind: LIST_KIND, metadata: {}, items } };
+      }
+    }
+    throw methodNotAllowed(req.method ?? '');
+  }
+
+  const { name, subresource } = route;
+  switch (info.verb) {
+    case 'get': {
+      const object = store.get(name);
+      if (object === undefined) throw notFound(name);
+      return { code: 200, body: object };
+    }
+    case 'update': {
+      const result = store.update(
+        name,
+        decodeBody(await readBody(req), contentType),
+        subresource,
+        'update',
+        options,
+      );
+      return { code: 200, body: result.object, warnings: result.warnings };
+    }
+    case 'patch': {
+      const patched = patch(store, name, contentType, await readBody(req));
+      const result = store.update(name, patched, subresource, 'patch', options);
+      return { code: 200, body: result.object, warnings: result.warnings };
+    }
+    case 'delete': {
+      const body = await readBody(req);
+      const result = store.delete(name, deletePreconditions(body), options);
+      return { code: 200, body: result.deleted ? deleted(name, result.object.metadata.uid) : result.object };
+    }
+  }
+  throw methodNotAllowed(req.method ?? '');
+}
+
+/**
+ * PATCH: the patch type comes from Content-Type and is checked first (415), then the object must
+ * exist (404), then the patch is applied to it. Strategic merge patch needs Go struct tags, so
+ * kube-apiserver refuses it for custom resources with 415. Server-side apply
+ * (`application/apply-patch+yaml`) is real for CRs but not emulated: it also answers 415.
+ */
+function patch(store: CiliumNodeStore, name: string, contentType: string | undefined, body: string): unknown {
+  if (contentType !== MERGE_PATCH && contentType !== JSON_PATCH) {
+    throw unsupportedMediaType(contentType ?? '', [JSON_PATCH, MERGE_PATCH]);
+  }
+  const current = store.get(name);
+  if (current === undefined) throw notFound(name);
+  const document = parseJson(body);
+  if (contentType === MERGE_PATCH) {
+    if (!isJsonObject(document)) throw badRequest('merge patch body must be a JSON object');
+    return applyMergePatch(current, document);
+  }
+  try {
+    return applyJsonPatch(current, parseJsonPatch(document));
+  } catch (error) {
+    if (!(error instanceof JsonPatchError)) throw error;
+    throw error.kind === 'malformed' ? badRequest(error.message) : patchNotApplicable(error.message);
+  }
+}
+
+function list(store: CiliumNodeStore, selector: Selector, query: URLSearchParams) {
+  const limit = Number(query.get('limit') ?? 0);
+  if (!Number.isInteger(limit) || limit < 0) throw badRequest(`invalid limit: ${query.get('limit')}`);
+  const token = query.get('continue');
+  let items: ReturnType<CiliumNodeStore['list']>;
+  let resourceVersion: number;
+  if (token) {
+    const position = decodeContinue(token);
+    resourceVersion = position.resourceVersion;
+    items = store.listAt(resourceVersion, selector).filter((o) => o.metadata.name > position.after);
+  } else {
+    resourceVersion = Number(store.resourceVersion);
+    items = store.list(selector);
+  }
+  const metadata: Record<string, unknown> = { resourceVersion: String(resourceVersion) };
+  if (limit > 0 && items.length > limit) {
+    items = items.slice(0, limit);
+    const remaining = (token ? store.listAt(resourceVersion, selector) : store.list(selector)).filter(
+      (o) => o.metadata.name > items.at(-1)!.metadata.name,
+    ).length;
+    metadata.continue = encodeContinue(resourceVersion, items.at(-1)!.metadata.name);
+    // Like the real server, the count is only given when no label selector filtered the page.
+    if (!query.get('labelSelector')) metadata.remainingItemCount = remaining;
+  }
+  return { apiVersion: API_VERSION, kind: LIST_KIND, metadata, items };
+}
+
+function encodeContinue(resourceVersion: number, after: string): string {
+  return Buffer.from(JSON.stringify({ v: 'emulator', rv: resourceVersion, start: after })).toString(
+    'base64url',
+  );
+}
+
+function decodeContinue(token: string): { resourceVersion: number; after: string } {
+  try {
+    const parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+    if (Number.isInteger(parsed.rv) && typeof parsed.start === 'string') {
+      return { resourceVersion: parsed.rv, after: parsed.start };
+    }
+  } catch {
+    // fall through
+  }
+  throw badRequest(`continue key is not valid: ${token}`);
+}
+
+function selectorFrom(query: URLSearchParams): Selector {
+  const labels = parseLabelSelector(query.get('labelSelector'));
+  const fields = parseFieldSelector(query.get('fieldSelector'));
+  return (object) => labels(object) && fields(object);
+}
+
+function watchRequest(query: URLSearchParams) {
+  const rv = query.get('resourceVersion');
+  if (rv !== null && rv !== '' && !/^\d+$/.test(rv)) {
+    throw badRequest(`resourceVersion: Invalid value: "${rv}": must be a non-negative integer`);
+  }
+  const timeout = query.get('timeoutSeconds');
+  return {
+    resourceVersion: rv === null || rv === '' ? undefined : Number(rv),
+    selector: selectorFrom(query),
+    allowWatchBookmarks: query.get('allowWatchBookmarks') === 'true',
+    sendInitialEvents: query.get('sendInitialEvents') === 'true',
+    timeoutSeconds: timeout === null ? undefined : Number(timeout),
+  };
+}
+
+function writeOptions(query: URLSearchParams): WriteOptions {
+  const fieldValidation = query.get('fieldValidation') ?? 'Warn';
+  if (!['Strict', 'Warn', 'Ignore'].includes(fieldValidation)) {
+    throw badRequest(
+      `fieldValidation must be one of "Ignore", "Warn", or "Strict", got "${fieldValidation}"`,
+    );
+  }
+  const dryRun = query.getAll('dryRun');
+  if (dryRun.some((value) => value !== 'All'))
+    throw badRequest(`unsupported dryRun value: ${dryRun.join(',')}`);
+  return { fieldValidation: fieldValidation as FieldValidation, dryRun: dryRun.length > 0 };
+}
+
+function deletePreconditions(body: string): { uid?: string; resourceVersion?: string } {
+  if (body.trim() === '') return {};
+  const options = parseJson(body);
+  const preconditions = isJsonObject(options) ? options.preconditions : undefined;
+  if (!isJsonObject(preconditions)) return {};
+  return {
+    ...(typeof preconditions.uid === 'string' ? { uid: preconditions.uid } : {}),
+    ...(typeof preconditions.resourceVersion === 'string'
+      ? { resourceVersion: preconditions.resourceVersion }
+      : {}),
+  };
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw requestEntityTooLarge(MAX_BODY_BYTES);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw badRequest(`error decoding request body: ${(error as Error).message}`);
+  }
+}
+
+/** POST/PUT bodies: JSON, or YAML when the client says so (both are served for CRs). */
+function decodeBody(text: string, contentType: string | undefined): unknown {
+  if (contentType === 'application/yaml') {
+    try {
+      return parseYaml(text);
+    } catch (error) {
+      throw badRequest(`error decoding YAML request body: ${(error as Error).message}`);
+    }
+  }
+  return parseJson(text);
+}
+
+const CILIUM_GROUP_VERSION = { groupVersion: API_VERSION, version: VERSION };
+
+/** Minimal discovery documents, enough for tools that look before they call. */
+const DISCOVERY: Record<string, unknown> = {
+  '/version': {
+    major: '1',
+    minor: '33',
+    gitVersion: 'v1.33.0-k8s-emulator',
+    gitCommit: '0000000000000000000000000000000000000000',
+    gitTreeState: 'clean',
+    buildDate: '2025-01-01T00:00:00Z',
+    goVersion: 'go1.24.0',
+    compiler: 'gc',
+    platform: 'linux/amd64',
+  },
+  '/api': { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] },
+  '/apis': {
+    kind: 'APIGroupList',
+    apiVersion: 'v1',
+    groups: [{ name: GROUP, versions: [CILIUM_GROUP_VERSION], preferredVersion: CILIUM_GROUP_VERSION }],
+  },
+  [`/apis/${GROUP}`]: {
+    kind: 'APIGroup',
+    apiVersion: 'v1',
+    name: GROUP,
+    versions: [CILIUM_GROUP_VERSION],
+    preferredVersion: CILIUM_GROUP_VERSION,
+  },
+  [`/apis/${GROUP}/${VERSION}`]: {
+    kind: 'APIResourceList',
+    apiVersion: 'v1',
+    groupVersion: API_VERSION,
+    resources: [
+      {
+        name: RESOURCE,
+        singularName: 'ciliumnode',
+        namespaced: false,
+        kind: 'CiliumNode',
+        verbs: ['delete', 'deletecollection', 'get', 'list', 'patch', 'create', 'update', 'watch'],
+        shortNames: ['cn', 'ciliumn'],
+        categories: ['cilium'],
+      },
+      {
+        name: `${RESOURCE}/status`,
+        singularName: '',
+        namespaced: false,
+        kind: 'CiliumNode',
+        verbs: ['get', 'patch', 'update'],
+      },
+    ],
+  },
+};

@@ -1,0 +1,204 @@
+/**
+ * `metav1.Status` bodies exactly as kube-apiserver builds them (k8s.io/apimachinery
+ * `pkg/api/errors`), and the one error type the emulator throws to answer with one.
+ *
+ * Two spellings of the kind appear in `details.kind`, as on the real server: errors raised by the
+ * storage layer (NotFound, AlreadyExists, Conflict, Expired) carry the resource (`ciliumnodes`),
+ * validation errors (Invalid) carry the Kind (`CiliumNode`).
+ */
+
+export const GROUP = 'cilium.io';
+export const VERSION = 'v2';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const KIND = 'CiliumNode';
+export const LIST_KIND = 'CiliumNodeList';
+export const RESOURCE = 'ciliumnodes';
+const QUALIFIED_RESOURCE = `${RESOURCE}.${GROUP}`;
+const QUALIFIED_KIND = `${KIND}.${GROUP}`;
+
+/** A `metav1.StatusCause`; Go serialises its `Type` as `reason`. */
+export interface StatusCause {
+  reason?: string;
+  message: string;
+  field?: string;
+}
+
+export interface KubeStatus {
+  kind: 'Status';
+  apiVersion: 'v1';
+  metadata: Record<string, never>;
+  status: 'Success' | 'Failure';
+  message?: string;
+  reason?: string;
+  details?: {
+    name?: string;
+    group?: string;
+    kind?: string;
+    uid?: string;
+    causes?: StatusCause[];
+    retryAfterSeconds?: number;
+  };
+  code: number;
+}
+
+/** Thrown anywhere in the emulator; the server answers `status.code` with `status` as the body. */
+export class ApiError extends Error {
+  readonly status: KubeStatus;
+  readonly headers: Record<string, string>;
+
+  constructor(status: KubeStatus, headers: Record<string, string> = {}) {
+    super(status.message ?? status.reason ?? `HTTP ${status.code}`);
+    this.name = 'ApiError';
+    this.status = status;
+    this.headers = headers;
+  }
+
+  get code(): number {
+    return this.status.code;
+  }
+
+  get reason(): string | undefined {
+    return this.status.reason;
+  }
+}
+
+function failure(code: number, reason: string, message: string, details?: KubeStatus['details']): ApiError {
+  const status: KubeStatus = {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    code,
+  };
+  if (details !== undefined) status.details = details;
+  return new ApiError(status);
+}
+
+const resourceDetails = (name: string) => ({ name, group: GROUP, kind: RESOURCE });
+
+/** `errors.NewNotFound`: GET/PUT/PATCH/DELETE of a missing object. */
+export function notFound(name: string): ApiError {
+  return failure(404, 'NotFound', `${QUALIFIED_RESOURCE} "${name}" not found`, resourceDetails(name));
+}
+
+/** `errors.NewAlreadyExists`: POST of a name that is taken. */
+export function alreadyExists(name: string): ApiError {
+  return failure(
+    409,
+    'AlreadyExists',
+    `${QUALIFIED_RESOURCE} "${name}" already exists`,
+    resourceDetails(name),
+  );
+}
+
+/**
+ * `errors.NewConflict` with `storage.NewResourceVersionConflictsError`'s text: the write carried a
+ * resourceVersion that is no longer the stored one (optimistic concurrency).
+ */
+export function conflict(
+  name: string,
+  detail = 'the object has been modified; please apply your changes to the latest version and try again',
+): ApiError {
+  return failure(
+    409,
+    'Conflict',
+    `Operation cannot be fulfilled on ${QUALIFIED_RESOURCE} "${name}": ${detail}`,
+    resourceDetails(name),
+  );
+}
+
+/** One field error, as `field.Error` renders it (`<field>: <message>`). */
+export interface FieldError {
+  reason: 'FieldValueInvalid' | 'FieldValueRequired' | 'FieldValueNotSupported' | 'FieldValueTypeInvalid';
+  field: string;
+  message: string;
+}
+
+export const fieldErrorText = (error: FieldError): string =>
+  error.field === '' ? error.message : `${error.field}: ${error.message}`;
+
+/** `errors.NewInvalid`: 422 with one cause per field error; a single error is not bracketed. */
+export function invalid(name: string, errors: readonly FieldError[]): ApiError {
+  const texts = errors.map(fieldErrorText);
+  const summary = texts.length === 1 ? texts[0] : `[${texts.join(', ')}]`;
+  return failure(422, 'Invalid', `${QUALIFIED_KIND} "${name}" is invalid: ${summary}`, {
+    name,
+    group: GROUP,
+    kind: KIND,
+    causes: errors.map((e) => ({ reason: e.reason, message: e.message, field: e.field })),
+  });
+}
+
+/**
+ * `errors.NewGenericServerResponse(422, …)`: how the patch handler reports a JSON patch that
+ * cannot be applied (a failed `test`, a missing path) since kubernetes#68838.
+ */
+export function patchNotApplicable(detail: string): ApiError {
+  return failure(422, 'Invalid', 'the server rejected our request due to an error in our request', {
+    causes: [{ reason: 'UnexpectedServerResponse', message: detail }],
+  });
+}
+
+export function badRequest(message: string): ApiError {
+  return failure(400, 'BadRequest', message);
+}
+
+export function unauthorized(): ApiError {
+  return failure(401, 'Unauthorized', 'Unauthorized');
+}
+
+export function routeNotFound(): ApiError {
+  return failure(404, 'NotFound', 'the server could not find the requested resource', {});
+}
+
+export function methodNotAllowed(method: string): ApiError {
+  return failure(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`, {
+    causes: [{ message: `method ${method} is not supported` }],
+  });
+}
+
+/** `errors.NewGone`-style Expired: a watch or continue token older than the kept history. */
+export function expired(message: string): ApiError {
+  return failure(410, 'Expired', message);
+}
+
+export function requestEntityTooLarge(limitBytes: number): ApiError {
+  return failure(413, 'RequestEntityTooLarge', `Request entity too large: limit is ${limitBytes}`);
+}
+
+/** What the patch handler answers for a media type it has no patcher for (strategic merge on a CR). */
+export function unsupportedMediaType(contentType: string, accepted: readonly string[]): ApiError {
+  return failure(
+    415,
+    'UnsupportedMediaType',
+    `the body of the request was in an unknown format - accepted media types include: ${accepted.join(', ')}`,
+    { causes: [{ message: `unsupported media type "${contentType}"` }] },
+  );
+}
+
+export function tooManyRequests(retryAfterSeconds: number): ApiError {
+  const error = failure(429, 'TooManyRequests', 'Too many requests, please try again later.', {
+    retryAfterSeconds,
+  });
+  return new ApiError(error.status, { 'Retry-After': String(retryAfterSeconds) });
+}
+
+export function internalError(detail: string): ApiError {
+  return failure(500, 'InternalError', `Internal error occurred: ${detail}`, {
+    causes: [{ message: detail }],
+  });
+}
+
+/** The body of a successful DELETE of a custom resource (the CRD store does not return the object). */
+export function deleted(name: string, uid: string): KubeStatus {
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Success',
+    details: { name, group: GROUP, kind: RESOURCE, uid },
+    code: 200,
+  };
+}
