@@ -1,0 +1,461 @@
+import {
+  type AllocationMap,
+  CILIUM_API_GROUP,
+  CILIUM_API_VERSION,
+  CILIUM_NODE_KIND,
+  type CiliumEni,
+  type CiliumNode,
+  type JsonPatchOperation,
+  jsonPointerToken,
+  RECORD_VERSION_ANNOTATION,
+  type ReleaseStatus,
+} from './ciliumnode.ts';
+import {
+  desiredOperatorError,
+  desiredPool,
+  desiredStatusEnis,
+  sortPrefixes,
+  unpublishableRecordProblems,
+} from './ciliumnode-render.ts';
+import { isIpv4Address, sortIpv4 } from './ip-math.ts';
+import { instanceIdOfCiliumNode } from './knobs.ts';
+import type { NodeRecord } from './model.ts';
+
+/**
+ * Sync planning: given ONE node-record version and the CiliumNode as last read, the single next
+ * write that moves the CiliumNode towards that version, or a no-op with its reason. Pure.
+ *
+ * The CiliumNode has a status subresource, so spec and status change in separate writes and a
+ * watcher sees every version in between. The rules below keep invariant 1 (status covers spec) at
+ * EVERY version, whatever interleaving of syncs, agents and failures, because each single write
+ * preserves it on its own:
+ * - pool IPs are only ever added when the CURRENT status already covers them (`spec` step);
+ * - status only loses ENIs/addresses after this record version has claimed the node
+ *   (`spec-claim`: annotation := version and pool := pool ∩ desired, in one main-resource write),
+ *   and even then keeps whatever the current pool still references.
+ * The applied version lives in the `serverless-eni-ipam.io/record-version` annotation (metadata can
+ * only be written through the main resource: the API server ignores it on /status writes).
+ * Every patch starts with a `test` of the resourceVersion it was planned from, so a concurrent
+ * writer makes it fail and the caller re-reads and re-plans.
+ */
+
+export type SyncStep =
+  /** No CiliumNode yet: create it with an empty pool (status cannot be set on create). */
+  | { readonly kind: 'create'; readonly object: CiliumNode }
+  /** Main-resource write: claim the version and drop from the pool what the record removed. */
+  | {
+      readonly kind: 'spec-claim';
+      readonly patch: JsonPatchOperation[];
+      readonly pool: AllocationMap;
+      readonly removedFromPool: string[];
+      readonly recordVersion: number;
+    }
+  /** /status write: ENIs, operator-owned release states and the operator error. */
+  | {
+      readonly kind: 'status';
+      readonly patch: JsonPatchOperation[];
+      readonly enis: Record<string, CiliumEni>;
+      readonly releaseIps: Record<string, ReleaseStatus>;
+      readonly operatorError: string | undefined;
+    }
+  /** Main-resource write: the pool (as far as the current status covers it) and the annotation. */
+  | {
+      readonly kind: 'spec';
+      readonly patch: JsonPatchOperation[];
+      readonly pool: AllocationMap;
+      readonly recordVersion: number;
+    }
+  /** Nothing may be written. */
+  | {
+      readonly kind: 'refuse';
+      readonly reason: 'foreign-instance' | 'unpublishable-record';
+      readonly detail: string;
+    }
+  | { readonly kind: 'none'; readonly reason: 'in-sync' | 'stale-record' | 'record-retired' };
+
+export type SyncWriteStep = Extract<SyncStep, { kind: 'create' | 'spec-claim' | 'status' | 'spec' }>;
+
+/**
+ * The record version whose spec the CiliumNode carries, from its annotation; `undefined` when the
+ * annotation is absent or not a non-negative integer (agents replace all annotations on restart).
+ */
+export function appliedRecordVersion(cn: CiliumNode): number | undefined {
+  const text = cn.metadata.annotations?.[RECORD_VERSION_ANNOTATION];
+  return text !== undefined && /^(0|[1-9][0-9]*)$/.test(text) ? Number(text) : undefined;
+}
+
+/**
+ * The next step, decided in this order:
+ * 1. retired record: nothing (the instance is gone; Kubernetes deletes the CiliumNode with its Node);
+ * 2. unpublishable record (no node name, no VPC primary CIDR): refuse;
+ * 3. no CiliumNode: `create`;
+ * 4. the CiliumNode names another instance: refuse (invariant 6);
+ * 5. annotation newer than the record: nothing (invariant 2, never backwards);
+ * 6. something must be removed and this version has not claimed the node: `spec-claim`;
+ * 7. status differs from its target: `status` (target = desired ∪ what the pool still references
+ *    once claimed; current ∪ desired, grow only, before);
+ * 8. pool or annotation differs: `spec` (pool = desired ∩ what the current status covers);
+ * 9. otherwise in sync.
+ */
+export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): SyncStep {
+  if (record.lifecycle === 'retired') return { kind: 'none', reason: 'record-retired' };
+  const problems = unpublishableRecordProblems(record);
+  if (problems.length > 0)
+    return { kind: 'refuse', reason: 'unpublishable-record', detail: problems.join('; ') };
+  if (cn === undefined) return { kind: 'create', object: initialCiliumNode(record) };
+
+  const owner = instanceIdOfCiliumNode(cn);
+  if (owner !== undefined && owner !== record.instanceId) {
+    return {
+      kind: 'refuse',
+      reason: 'foreign-instance',
+      detail: `CiliumNode ${cn.metadata.name} belongs to ${owner}, not ${record.instanceId}`,
+    };
+  }
+  const applied = appliedRecordVersion(cn);
+  if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale-record' };
+  const claimed = applied === record.version;
+
+  const wantedEnis = desiredStatusEnis(record);
+  const wantedPool = desiredPool(record);
+  const currentPool: AllocationMap = cn.spec?.ipam?.pool ?? {};
+  const currentEnis: Record<string, CiliumEni> = cn.status?.eni?.enis ?? {};
+
+  if (!claimed) {
+    const removedFromPool = poolIpsToRemove(currentPool, wantedPool);
+    if (removedFromPool.length > 0 || statusHasExtras(currentEnis, wantedEnis)) {
+      const pool = poolIntersection(currentPool, wantedPool);
+      return {
+        kind: 'spec-claim',
+        patch: specPatch(cn, pool, record.version),
+        pool,
+        removedFromPool,
+        recordVersion: record.version,
+      };
+    }
+  }
+
+  const targetEnis = claimed
+    ? enisCoveringPool(wantedEnis, currentEnis, currentPool)
+    : enisUnion(currentEnis, wantedEnis);
+  const currentReleaseIps = cn.status?.ipam?.['release-ips'] ?? {};
+  const targetReleaseIps = releaseIpsTarget(record, currentReleaseIps);
+  const currentError = cn.status?.ipam?.['operator-status']?.error || undefined;
+  const targetError = desiredOperatorError(record);
+  const enisChanged = !jsonEqual(targetEnis, currentEnis);
+  const releaseChanged = !jsonEqual(targetReleaseIps, currentReleaseIps);
+  if (enisChanged || releaseChanged || currentError !== targetError) {
+    const builder = new PatchBuilder(cn);
+    if (enisChanged) builder.setMap(['status', 'eni', 'enis'], targetEnis);
+    if (releaseChanged) builder.setMap(['status', 'ipam', 'release-ips'], targetReleaseIps);
+    if (currentError !== targetError) {
+      builder.set(
+        ['status', 'ipam', 'operator-status'],
+        targetError === undefined ? {} : { error: targetError },
+      );
+    }
+    return {
+      kind: 'status',
+      patch: builder.operations,
+      enis: targetEnis,
+      releaseIps: targetReleaseIps,
+      operatorError: targetError,
+    };
+  }
+
+  const targetPool = poolCoveredByStatus(wantedPool, currentEnis);
+  if (!claimed || !jsonEqual(targetPool, currentPool)) {
+    return {
+      kind: 'spec',
+      patch: specPatch(cn, targetPool, record.version),
+      pool: targetPool,
+      recordVersion: record.version,
+    };
+  }
+  return { kind: 'none', reason: 'in-sync' };
+}
+
+/**
+ * The CiliumNode we create when the agent has not yet: the instance id (so no other record can
+ * claim it), an empty pool (invariant 1 holds trivially) and the claim for this record version.
+ * The agent later Gets it and Updates it; it keeps `spec.ipam.pool` on Update.
+ */
+export function initialCiliumNode(record: NodeRecord): CiliumNode {
+  return {
+    apiVersion: `${CILIUM_API_GROUP}/${CILIUM_API_VERSION}`,
+    kind: CILIUM_NODE_KIND,
+    metadata: {
+      name: record.nodeName,
+      annotations: { [RECORD_VERSION_ANNOTATION]: String(record.version) },
+    },
+    spec: { 'instance-id': record.instanceId, ipam: { pool: {} } },
+  };
+}
+
+/**
+ * `status.ipam.release-ips` as the operator side of the handshake writes it (cilium
+ * `PopulateIPReleaseStatus`): one entry per IP the record has put into the handshake.
+ * - `marked-for-release`: written, unless the agent already answered `ready-for-release` or
+ *   `do-not-release`, which is kept;
+ * - `released`: written over the entry the handshake left (`marked`/`ready`); once the agent has
+ *   deleted the entry (its last step: released and out of the pool) it is not re-created;
+ * - `ready-for-release` / `do-not-release` in the record (the allocator copied the agent's answer):
+ *   whatever the CiliumNode holds is kept, since those states are the agent's to write;
+ * - marks without a state (still inside the release delay) are not published.
+ * IPs the record no longer marks drop out, as cilium-operator's own map drives the key set.
+ */
+export function releaseIpsTarget(
+  record: NodeRecord,
+  current: Readonly<Record<string, ReleaseStatus>>,
+): Record<string, ReleaseStatus> {
+  const target: Record<string, ReleaseStatus> = {};
+  for (const [ip, mark] of Object.entries(record.excessMarks ?? {})) {
+    const published = current[ip];
+    switch (mark.state) {
+      case 'marked-for-release':
+        target[ip] =
+          published === 'ready-for-release' || published === 'do-not-release'
+            ? published
+            : 'marked-for-release';
+        break;
+      case 'released':
+        if (published !== undefined) target[ip] = 'released';
+        break;
+      case 'ready-for-release':
+      case 'do-not-release':
+        if (published !== undefined) target[ip] = published;
+        break;
+      case undefined:
+        break;
+    }
+  }
+  return target;
+}
+
+/** Pool IPs that are not in the wanted pool, or that now belong to another ENI. */
+function poolIpsToRemove(current: AllocationMap, wanted: AllocationMap): string[] {
+  return sortAddresses(Object.keys(current).filter((ip) => wanted[ip]?.resource !== current[ip]?.resource));
+}
+
+function poolIntersection(current: AllocationMap, wanted: AllocationMap): AllocationMap {
+  const pool: AllocationMap = {};
+  for (const ip of Object.keys(current)) {
+    const wantedEntry = wanted[ip];
+    if (wantedEntry !== undefined && wantedEntry.resource === current[ip]?.resource)
+      pool[ip] = { ...wantedEntry };
+  }
+  return pool;
+}
+
+/** True when the status publishes an ENI, address or prefix the record no longer has. */
+function statusHasExtras(current: Record<string, CiliumEni>, wanted: Record<string, CiliumEni>): boolean {
+  return Object.entries(current).some(([eniId, eni]) => {
+    const wantedEni = wanted[eniId];
+    if (wantedEni === undefined) return true;
+    const wantedAddresses = new Set(wantedEni.addresses ?? []);
+    const wantedPrefixes = new Set(wantedEni.prefixes ?? []);
+    return (
+      (eni?.addresses ?? []).some((address) => !wantedAddresses.has(address)) ||
+      (eni?.prefixes ?? []).some((prefix) => !wantedPrefixes.has(prefix))
+    );
+  });
+}
+
+/**
+ * Status target once claimed: the wanted ENIs, plus every pool IP the current status covers and
+ * the wanted status would not (an ENI the record dropped keeps its current entry; an address is
+ * kept on its ENI). Normally empty, since the claim already cut the pool to the wanted one.
+ */
+function enisCoveringPool(
+  wanted: Record<string, CiliumEni>,
+  current: Record<string, CiliumEni>,
+  pool: AllocationMap,
+): Record<string, CiliumEni> {
+  const target = structuredClone(wanted);
+  for (const [ip, allocation] of Object.entries(pool)) {
+    const eniId = allocation?.resource;
+    if (eniId === undefined || (target[eniId]?.addresses ?? []).includes(ip)) continue;
+    const currentEni = current[eniId];
+    if (currentEni === undefined || !(currentEni.addresses ?? []).includes(ip)) continue;
+    const targetEni = target[eniId];
+    if (targetEni === undefined) {
+      target[eniId] = structuredClone(currentEni);
+    } else {
+      targetEni.addresses = sortAddresses([...(targetEni.addresses ?? []), ip]);
+    }
+  }
+  return target;
+}
+
+/**
+ * Status target before the claim (grow only): the current ENIs, with every wanted ENI's fields
+ * taken from the record and its addresses and prefixes merged with the current ones. A slower sync
+ * of an older version therefore never takes away what a newer one published.
+ */
+function enisUnion(
+  current: Record<string, CiliumEni>,
+  wanted: Record<string, CiliumEni>,
+): Record<string, CiliumEni> {
+  const target = structuredClone(current);
+  for (const [eniId, wantedEni] of Object.entries(wanted)) {
+    const currentEni = current[eniId];
+    const merged = structuredClone(wantedEni);
+    if (currentEni !== undefined) {
+      const addresses = listUnion(wantedEni.addresses, currentEni.addresses, sortAddresses);
+      const prefixes = listUnion(wantedEni.prefixes, currentEni.prefixes, sortPrefixes);
+      if (addresses.length > 0) merged.addresses = addresses;
+      if (prefixes.length > 0) merged.prefixes = prefixes;
+    }
+    target[eniId] = merged;
+  }
+  return target;
+}
+
+/** `wanted` as rendered when `current` adds nothing to it (no reordering), else the sorted union. */
+function listUnion(
+  wanted: readonly string[] | undefined,
+  current: readonly string[] | undefined,
+  sort: (items: Iterable<string>) => string[],
+): string[] {
+  const wantedItems = new Set(wanted ?? []);
+  const extras = (current ?? []).filter((item) => !wantedItems.has(item));
+  return extras.length === 0 ? [...wantedItems] : sort(new Set([...wantedItems, ...extras]));
+}
+
+/**
+ * The wanted pool restricted to what the current status covers: the IP's ENI is in
+ * `status.eni.enis` and lists the IP in `addresses` (what agents' `validateENIConfig` checks).
+ */
+function poolCoveredByStatus(wanted: AllocationMap, enis: Record<string, CiliumEni>): AllocationMap {
+  const pool: AllocationMap = {};
+  const addressSets = new Map<string, Set<string>>();
+  for (const [ip, allocation] of Object.entries(wanted)) {
+    const eniId = allocation.resource;
+    if (eniId === undefined) continue;
+    let addresses = addressSets.get(eniId);
+    if (addresses === undefined) {
+      addresses = new Set(enis[eniId]?.addresses ?? []);
+      addressSets.set(eniId, addresses);
+    }
+    if (addresses.has(ip)) pool[ip] = { ...allocation };
+  }
+  return pool;
+}
+
+function specPatch(cn: CiliumNode, pool: AllocationMap, recordVersion: number): JsonPatchOperation[] {
+  const builder = new PatchBuilder(cn);
+  if (appliedRecordVersion(cn) !== recordVersion) {
+    builder.set(['metadata', 'annotations', RECORD_VERSION_ANNOTATION], String(recordVersion));
+  }
+  builder.setMap(['spec', 'ipam', 'pool'], pool);
+  return builder.operations;
+}
+
+/** IPv4 addresses numerically, anything else (never expected) after them in text order. */
+function sortAddresses(addresses: Iterable<string>): string[] {
+  const all = [...addresses];
+  return [...sortIpv4(all.filter(isIpv4Address)), ...all.filter((address) => !isIpv4Address(address)).sort()];
+}
+
+type JsonObject = Record<string, unknown>;
+
+function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Structural equality of JSON values; key order does not matter, list order does. */
+export function jsonEqual(left: unknown, right: unknown): boolean {
+  if (left === right) return true;
+  if (Array.isArray(left)) {
+    return (
+      Array.isArray(right) &&
+      left.length === right.length &&
+      left.every((item, i) => jsonEqual(item, right[i]))
+    );
+  }
+  if (isJsonObject(left) && isJsonObject(right)) {
+    const keys = Object.keys(left);
+    return (
+      keys.length === Object.keys(right).length &&
+      keys.every((key) => Object.hasOwn(right, key) && jsonEqual(left[key], right[key]))
+    );
+  }
+  return false;
+}
+
+/**
+ * Builds a JSON Patch against a private copy of the CiliumNode, applying each operation to the copy
+ * as it goes, so later operations see the parents earlier ones created (two writes under a missing
+ * `/status` must not both `add /status`). Starts with the resourceVersion `test`.
+ */
+class PatchBuilder {
+  readonly operations: JsonPatchOperation[] = [];
+  private readonly document: JsonObject;
+
+  constructor(cn: CiliumNode) {
+    this.document = structuredClone(cn) as unknown as JsonObject;
+    if (cn.metadata.resourceVersion !== undefined) {
+      this.operations.push({
+        op: 'test',
+        path: '/metadata/resourceVersion',
+        value: cn.metadata.resourceVersion,
+      });
+    }
+  }
+
+  /** Sets the value at `path`, adding the missing parent objects in the same operation. */
+  set(path: readonly string[], value: unknown): void {
+    let parent = this.document;
+    for (const [depth, token] of path.slice(0, -1).entries()) {
+      const child = parent[token];
+      if (!isJsonObject(child)) {
+        const nested = path.slice(depth + 1).reduceRight<unknown>((inner, key) => ({ [key]: inner }), value);
+        this.add(parent, path.slice(0, depth + 1), nested);
+        return;
+      }
+      parent = child;
+    }
+    this.add(parent, path, value);
+  }
+
+  /**
+   * Makes the map at `path` equal `target`: entry by entry when few entries change, else whole
+   * (a large pool gains or loses only a few entries per sync; a first fill replaces it at once).
+   */
+  setMap(path: readonly string[], target: JsonObject): void {
+    const current = this.valueAt(path);
+    if (!isJsonObject(current)) {
+      this.set(path, target);
+      return;
+    }
+    const changed = Object.keys(target).filter((key) => !jsonEqual(current[key], target[key]));
+    const removed = Object.keys(current).filter((key) => !Object.hasOwn(target, key));
+    if (changed.length + removed.length > Math.max(16, Object.keys(target).length / 2)) {
+      this.set(path, target);
+      return;
+    }
+    for (const key of removed) {
+      this.operations.push({ op: 'remove', path: pointer([...path, key]) });
+      delete current[key];
+    }
+    for (const key of changed) this.add(current, [...path, key], target[key]);
+  }
+
+  private add(parent: JsonObject, path: readonly string[], value: unknown): void {
+    this.operations.push({ op: 'add', path: pointer(path), value: structuredClone(value) });
+    parent[path[path.length - 1] as string] = structuredClone(value);
+  }
+
+  private valueAt(path: readonly string[]): unknown {
+    let node: unknown = this.document;
+    for (const token of path) {
+      if (!isJsonObject(node)) return undefined;
+      node = node[token];
+    }
+    return node;
+  }
+}
+
+function pointer(path: readonly string[]): string {
+  return `/${path.map(jsonPointerToken).join('/')}`;
+}

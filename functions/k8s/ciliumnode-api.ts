@@ -1,0 +1,154 @@
+import { ApiException, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import {
+  CILIUM_API_GROUP,
+  CILIUM_API_VERSION,
+  CILIUM_NODE_PLURAL,
+  type CiliumNode,
+  CiliumNodeNotFoundError,
+  type CiliumNodePort,
+  type JsonPatchOperation,
+  ResourceVersionConflictError,
+} from '../core/ciliumnode.ts';
+
+/**
+ * `cilium.io/v2` CiliumNodes over @kubernetes/client-node's CustomObjectsApi (cluster-scoped).
+ * Build one per container: it holds the HTTP agent and the authentication.
+ *
+ * Patches are JSON Patch (`application/json-patch+json`, client-node's default for PATCH): strategic
+ * merge is not supported for custom resources, and JSON Patch's `test` op makes a resourceVersion
+ * precondition part of the patch. Error mapping, and nothing else is translated:
+ * - 404 on get: `undefined`; 404 on a patch: `CiliumNodeNotFoundError`;
+ * - 409 (Conflict, AlreadyExists) and the 422 a failed `test` of `/metadata/resourceVersion`
+ *   produces: `ResourceVersionConflictError`;
+ * - everything else (schema-invalid 422, 5xx, 429, network) is rethrown as is.
+ */
+export class KubernetesCiliumNodeApi implements CiliumNodePort {
+  private readonly api: CustomObjectsApi;
+
+  constructor(
+    kubeConfig: KubeConfig,
+    private readonly options: { fieldManager?: string; listPageSize?: number } = {},
+  ) {
+    this.api = kubeConfig.makeApiClient(CustomObjectsApi);
+  }
+
+  async get(name: string): Promise<CiliumNode | undefined> {
+    try {
+      return (await this.api.getClusterCustomObject({ ...RESOURCE, name })) as CiliumNode;
+    } catch (error) {
+      if (error instanceof ApiException && error.code === 404) return undefined;
+      throw error;
+    }
+  }
+
+  async create(object: CiliumNode): Promise<CiliumNode> {
+    try {
+      return (await this.api.createClusterCustomObject({
+        ...RESOURCE,
+        body: object,
+        ...this.fieldManager(),
+      })) as CiliumNode;
+    } catch (error) {
+      throw translateWriteError(error, object.metadata.name);
+    }
+  }
+
+  async patchMain(name: string, operations: readonly JsonPatchOperation[]): Promise<CiliumNode> {
+    try {
+      return (await this.api.patchClusterCustomObject({
+        ...RESOURCE,
+        name,
+        body: operations,
+        ...this.fieldManager(),
+      })) as CiliumNode;
+    } catch (error) {
+      throw translateWriteError(error, name);
+    }
+  }
+
+  async patchStatus(name: string, operations: readonly JsonPatchOperation[]): Promise<CiliumNode> {
+    try {
+      return (await this.api.patchClusterCustomObjectStatus({
+        ...RESOURCE,
+        name,
+        body: operations,
+        ...this.fieldManager(),
+      })) as CiliumNode;
+    } catch (error) {
+      throw translateWriteError(error, name);
+    }
+  }
+
+  async list(): Promise<CiliumNode[]> {
+    const items: CiliumNode[] = [];
+    let continueToken: string | undefined;
+    do {
+      const page = (await this.api.listClusterCustomObject({
+        ...RESOURCE,
+        limit: this.options.listPageSize ?? 500,
+        ...(continueToken ? { _continue: continueToken } : {}),
+      })) as { items?: CiliumNode[]; metadata?: { continue?: string } };
+      items.push(...(page.items ?? []));
+      continueToken = page.metadata?.continue || undefined;
+    } while (continueToken !== undefined);
+    return items;
+  }
+
+  private fieldManager(): { fieldManager?: string } {
+    return { fieldManager: this.options.fieldManager ?? 'serverless-eni-ipam' };
+  }
+}
+
+const RESOURCE = {
+  group: CILIUM_API_GROUP,
+  version: CILIUM_API_VERSION,
+  plural: CILIUM_NODE_PLURAL,
+} as const;
+
+/** The text evanphx/json-patch (what kube-apiserver uses) gives a failed `test` operation. */
+const FAILED_RESOURCE_VERSION_TEST = 'testing value /metadata/resourceVersion failed';
+
+/** Maps a write's ApiException to our errors; returns anything else unchanged, to be rethrown. */
+function translateWriteError(error: unknown, name: string): unknown {
+  if (!(error instanceof ApiException)) return error;
+  const status = parseStatus(error.body);
+  if (error.code === 404) return new CiliumNodeNotFoundError(name, { cause: error });
+  if (error.code === 409) {
+    return new ResourceVersionConflictError(name, status?.message ?? `HTTP 409 ${status?.reason ?? ''}`, {
+      cause: error,
+    });
+  }
+  if (error.code === 422 && mentionsFailedResourceVersionTest(status)) {
+    return new ResourceVersionConflictError(
+      name,
+      'resourceVersion changed since it was read (JSON Patch test failed)',
+      {
+        cause: error,
+      },
+    );
+  }
+  return error;
+}
+
+interface KubeStatusBody {
+  message?: string;
+  reason?: string;
+  details?: { causes?: { message?: string }[] };
+}
+
+/** ApiException `.body` is the raw response text (a JSON `Status` from the API server). */
+function parseStatus(body: unknown): KubeStatusBody | undefined {
+  if (typeof body === 'object' && body !== null) return body as KubeStatusBody;
+  if (typeof body !== 'string') return undefined;
+  try {
+    const parsed: unknown = JSON.parse(body);
+    return typeof parsed === 'object' && parsed !== null ? (parsed as KubeStatusBody) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function mentionsFailedResourceVersionTest(status: KubeStatusBody | undefined): boolean {
+  const texts = [status?.message, ...(status?.details?.causes ?? []).map((cause) => cause.message)];
+  return texts.some((text) => text?.includes(FAILED_RESOURCE_VERSION_TEST) === true);
+}

@@ -1,0 +1,277 @@
+import {
+  type CiliumNode,
+  CiliumNodeNotFoundError,
+  type CiliumNodePort,
+  ResourceVersionConflictError,
+} from '../core/ciliumnode.ts';
+import type { Log, NodeRecordStore } from '../core/ports.ts';
+import { planSyncStep, type SyncWriteStep } from '../core/sync-plan.ts';
+
+/**
+ * The sync: makes a node's CiliumNode show one consistent version of its node record, one planned
+ * write at a time (`planSyncStep`), re-reading and re-planning whenever a write loses a race.
+ *
+ * Read order, every round: the CiliumNode FIRST, then the record (strongly consistent). Any sync
+ * write visible in the CiliumNode we read was planned from a record version that was committed
+ * before we read the CiliumNode, so our record read returns that version or a newer one; and our
+ * write only lands if the CiliumNode is still at the resourceVersion we read. So no write of ours
+ * can carry an older record version than one already applied (invariant 2), even when an agent
+ * restart has replaced the CiliumNode's annotations (cilium agents set `ObjectMeta.Annotations` to
+ * the Node's annotations on every start, wiping our record-version annotation) or when a newer
+ * sync applied its status but died before its spec write. The response of each write serves as
+ * the next CiliumNode read.
+ */
+
+export type SyncOutcome =
+  | 'written'
+  | 'in-sync'
+  | 'stale'
+  | 'refused-foreign'
+  | 'refused-unpublishable'
+  | 'no-record'
+  | 'retired';
+
+export interface SyncNodeSummary {
+  readonly instanceId: string;
+  readonly outcome: SyncOutcome;
+  /** CiliumNode writes that succeeded (create and patches). */
+  readonly writes: number;
+  /** Writes that lost a race (resourceVersion changed, object created or deleted meanwhile). */
+  readonly conflicts: number;
+  readonly nodeName?: string;
+  /** The record version the last plan was made from. */
+  readonly recordVersion?: number;
+}
+
+export interface SyncDependencies {
+  readonly store: Pick<NodeRecordStore, 'get' | 'listPage'>;
+  readonly ciliumNodes: CiliumNodePort;
+  readonly log: Log;
+  /**
+   * Plan/write rounds per node before giving up with `SyncDidNotConvergeError`. Without contention a
+   * sync needs at most 5 (create, claim, status, spec, confirm); the rest absorb lost races.
+   * Default 12.
+   */
+  readonly maxRounds?: number;
+}
+
+/** A node's sync kept losing races (or the plan did not settle) within its round budget. */
+export class SyncDidNotConvergeError extends Error {
+  override readonly name = 'SyncDidNotConvergeError';
+  constructor(
+    readonly instanceId: string,
+    readonly rounds: number,
+    readonly writes: number,
+    readonly conflicts: number,
+  ) {
+    super(
+      `sync of ${instanceId} did not settle within ${rounds} rounds (${writes} writes, ${conflicts} conflicts); retry later`,
+    );
+  }
+}
+
+const DEFAULT_MAX_ROUNDS = 12;
+
+/** "Read the CiliumNode before planning", as opposed to a CiliumNode a write just returned. */
+const UNREAD = Symbol('unread');
+
+/**
+ * Syncs one node. Idempotent: a redelivered or repeated call finds everything matching and writes
+ * nothing. Throws on transient failures (API server, DynamoDB) and `SyncDidNotConvergeError`, so the
+ * caller's platform retries; a foreign or unpublishable CiliumNode is logged as an error and
+ * reported in the outcome, never written and never retried (retrying cannot fix it).
+ */
+export async function syncNode(instanceId: string, deps: SyncDependencies): Promise<SyncNodeSummary> {
+  const maxRounds = deps.maxRounds ?? DEFAULT_MAX_ROUNDS;
+  const initial = await deps.store.get(instanceId);
+  if (initial === undefined)
+    return finish({ instanceId, outcome: 'no-record', writes: 0, conflicts: 0 }, deps);
+  if (initial.lifecycle === 'retired') {
+    return finish(
+      { instanceId, outcome: 'retired', writes: 0, conflicts: 0, recordVersion: initial.version },
+      deps,
+    );
+  }
+
+  let nodeName = initial.nodeName;
+  let ciliumNode: CiliumNode | undefined | typeof UNREAD = UNREAD;
+  let writes = 0;
+  let conflicts = 0;
+  for (let round = 0; round < maxRounds; round++) {
+    if (ciliumNode === UNREAD) ciliumNode = await deps.ciliumNodes.get(nodeName);
+    const record = await deps.store.get(instanceId);
+    const base = { instanceId, writes, conflicts, nodeName };
+    if (record === undefined) return finish({ ...base, outcome: 'no-record' }, deps);
+    if (record.nodeName !== nodeName) {
+      nodeName = record.nodeName;
+      ciliumNode = UNREAD;
+      continue;
+    }
+    const step = planSyncStep(record, ciliumNode);
+    const summary = { ...base, recordVersion: record.version };
+    switch (step.kind) {
+      case 'none':
+        if (step.reason === 'stale-record') return finish({ ...summary, outcome: 'stale' }, deps);
+        if (step.reason === 'record-retired') return finish({ ...summary, outcome: 'retired' }, deps);
+        return finish({ ...summary, outcome: writes > 0 ? 'written' : 'in-sync' }, deps);
+      case 'refuse':
+        deps.log.error(
+          step.reason === 'foreign-instance'
+            ? 'CiliumNode belongs to another instance; nothing written'
+            : 'node record cannot be published; nothing written',
+          { ...summary, refusedSync: step.reason, detail: step.detail },
+        );
+        return finish(
+          {
+            ...summary,
+            outcome: step.reason === 'foreign-instance' ? 'refused-foreign' : 'refused-unpublishable',
+          },
+          deps,
+          false,
+        );
+      default:
+        try {
+          ciliumNode = await write(nodeName, step, deps.ciliumNodes);
+          writes += 1;
+          deps.log.debug('CiliumNode written', { ...summary, step: step.kind });
+        } catch (error) {
+          if (!(error instanceof ResourceVersionConflictError || error instanceof CiliumNodeNotFoundError))
+            throw error;
+          conflicts += 1;
+          ciliumNode = UNREAD;
+          deps.log.debug('CiliumNode write lost a race; re-reading', {
+            ...summary,
+            step: step.kind,
+            error: error.message,
+          });
+        }
+    }
+  }
+  throw new SyncDidNotConvergeError(instanceId, maxRounds, writes, conflicts);
+}
+
+async function write(name: string, step: SyncWriteStep, api: CiliumNodePort): Promise<CiliumNode> {
+  switch (step.kind) {
+    case 'create':
+      return await api.create(step.object);
+    case 'spec-claim':
+    case 'spec':
+      return await api.patchMain(name, step.patch);
+    case 'status':
+      return await api.patchStatus(name, step.patch);
+  }
+}
+
+function finish(summary: SyncNodeSummary, deps: SyncDependencies, log = true): SyncNodeSummary {
+  if (log) deps.log.info('sync finished', { ...summary });
+  return summary;
+}
+
+export interface SyncAllOptions {
+  /** Nodes synced at the same time. */
+  readonly concurrency: number;
+}
+
+/** A node's sync result: its summary, or the error it threw (already logged). */
+export type SyncResult =
+  | { readonly instanceId: string; readonly ok: true; readonly summary: SyncNodeSummary }
+  | { readonly instanceId: string; readonly ok: false; readonly error: string };
+
+/**
+ * Syncs each instance once (duplicates are synced once), `concurrency` at a time. A node that
+ * throws does not stop the others: its error is logged and returned in its result, in input order.
+ */
+export async function syncEach(
+  instanceIds: Iterable<string>,
+  deps: SyncDependencies,
+  options: SyncAllOptions,
+): Promise<SyncResult[]> {
+  if (!(Number.isInteger(options.concurrency) && options.concurrency >= 1)) {
+    throw new RangeError(`concurrency must be a positive integer, got ${options.concurrency}`);
+  }
+  const unique = [...new Set(instanceIds)];
+  const results = new Map<string, SyncResult>();
+  await forEachWithConcurrency(unique, options.concurrency, async (instanceId) => {
+    try {
+      results.set(instanceId, { instanceId, ok: true, summary: await syncNode(instanceId, deps) });
+    } catch (error) {
+      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      deps.log.error('sync failed', { instanceId, error: message });
+      results.set(instanceId, { instanceId, ok: false, error: message });
+    }
+  });
+  return unique.map((instanceId) => results.get(instanceId) as SyncResult);
+}
+
+export interface SyncAllSummary {
+  readonly nodes: number;
+  readonly writes: number;
+  readonly outcomes: Readonly<Partial<Record<SyncOutcome, number>>>;
+  /** Nodes whose sync threw (after every other node was attempted). */
+  readonly failed: readonly { readonly instanceId: string; readonly error: string }[];
+}
+
+/**
+ * Syncs every node of the table, page by page, `concurrency` at a time. Retired records are
+ * counted without a sync. A node that fails does not stop the others; failures are logged and
+ * listed in the summary for the caller to surface.
+ */
+export async function syncAll(deps: SyncDependencies, options: SyncAllOptions): Promise<SyncAllSummary> {
+  const outcomes: Partial<Record<SyncOutcome, number>> = {};
+  const failed: { instanceId: string; error: string }[] = [];
+  let nodes = 0;
+  let writes = 0;
+  let pageToken: string | undefined;
+  do {
+    const page = await deps.store.listPage(pageToken);
+    pageToken = page.nextPageToken;
+    nodes += page.records.length;
+    const active = page.records.filter((record) => record.lifecycle !== 'retired');
+    outcomes.retired = (outcomes.retired ?? 0) + (page.records.length - active.length);
+    for (const result of await syncEach(
+      active.map((record) => record.instanceId),
+      deps,
+      options,
+    )) {
+      if (result.ok) {
+        outcomes[result.summary.outcome] = (outcomes[result.summary.outcome] ?? 0) + 1;
+        writes += result.summary.writes;
+      } else {
+        failed.push({ instanceId: result.instanceId, error: result.error });
+      }
+    }
+  } while (pageToken !== undefined);
+  if (outcomes.retired === 0) delete outcomes.retired;
+  const summary = { nodes, writes, outcomes, failed };
+  deps.log.info('sync of all nodes finished', { ...summary, failed: failed.length });
+  return summary;
+}
+
+/** Some nodes of a sync-all failed; the others were synced. */
+export class SyncAllFailedError extends Error {
+  override readonly name = 'SyncAllFailedError';
+  constructor(readonly summary: SyncAllSummary) {
+    super(
+      `${summary.failed.length} of ${summary.nodes} nodes failed to sync: ${summary.failed
+        .slice(0, 5)
+        .map((failure) => `${failure.instanceId} (${failure.error})`)
+        .join('; ')}${summary.failed.length > 5 ? '; …' : ''}`,
+    );
+  }
+}
+
+async function forEachWithConcurrency<T>(
+  items: readonly T[],
+  concurrency: number,
+  action: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next] as T;
+      next += 1;
+      await action(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+}

@@ -1,0 +1,67 @@
+import type { DynamoDBBatchResponse } from 'aws-lambda';
+import { createLog } from '../runtime/logger.ts';
+import {
+  SyncAllFailedError,
+  type SyncAllSummary,
+  type SyncNodeSummary,
+  syncAll,
+  syncEach,
+  syncNode,
+} from '../services/sync-node.ts';
+import { buildSyncDependencies } from './dependencies.ts';
+import { parseSyncRequest } from './request.ts';
+
+const log = createLog('serverless-eni-ipam-sync');
+const dependencies = buildSyncDependencies(process.env, log);
+
+export type SyncHandlerResult = DynamoDBBatchResponse | SyncNodeSummary | SyncAllSummary;
+
+/**
+ * The sync Lambda.
+ * - DynamoDB stream batch: each instance is synced once, whatever number of records name it (the
+ *   sync reads the LATEST record with a consistent read, so stale or redelivered records are
+ *   no-ops); REMOVE records are ignored; records naming no valid instance are logged and skipped.
+ *   Answers a partial batch response listing only the records of instances whose sync failed.
+ * - `{"instanceId":"i-…"}`: syncs that node and returns its summary.
+ * - `{"all":true}`: syncs every node; throws `SyncAllFailedError` if any failed (after trying all).
+ * - anything else: throws `InvalidInputError`, having written nothing.
+ */
+export async function handler(event: unknown): Promise<SyncHandlerResult> {
+  let request: ReturnType<typeof parseSyncRequest>;
+  try {
+    request = parseSyncRequest(event);
+  } catch (error) {
+    log.error('rejected the invocation payload; nothing was written', { error: (error as Error).message });
+    throw error;
+  }
+  switch (request.kind) {
+    case 'one':
+      return await syncNode(request.instanceId, dependencies);
+    case 'all': {
+      const summary = await syncAll(dependencies, { concurrency: dependencies.concurrency });
+      if (summary.failed.length > 0) throw new SyncAllFailedError(summary);
+      return summary;
+    }
+    case 'stream': {
+      for (const record of request.records) {
+        if (record.action === 'reject') {
+          log.error('skipped a stream record that names no instance', { ...record });
+        }
+      }
+      const toSync = request.records.flatMap((record) => (record.action === 'sync' ? [record] : []));
+      const results = await syncEach(
+        toSync.map((record) => record.instanceId),
+        dependencies,
+        { concurrency: dependencies.concurrency },
+      );
+      const failedInstances = new Set(
+        results.filter((result) => !result.ok).map((result) => result.instanceId),
+      );
+      return {
+        batchItemFailures: toSync
+          .filter((record) => failedInstances.has(record.instanceId))
+          .map((record) => ({ itemIdentifier: record.sequenceNumber })),
+      };
+    }
+  }
+}

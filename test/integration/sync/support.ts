@@ -1,0 +1,110 @@
+import { expect } from 'vitest';
+import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
+import { checkRightNode, checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
+import type { NodeRecord } from '../../../functions/core/model.ts';
+import type { Log } from '../../../functions/core/ports.ts';
+import { KubernetesCiliumNodeApi } from '../../../functions/k8s/ciliumnode-api.ts';
+import { buildKubeConfig, kubernetesConnectionFromEnv } from '../../../functions/k8s/kube-config.ts';
+import type { SyncDependencies } from '../../../functions/services/sync-node.ts';
+import { type K8sEmulator, start } from '../../emulators/k8s/index.ts';
+import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
+
+/**
+ * The sync's real adapters against the local stand-ins: DynamoDB Local (a fresh node table) and the
+ * Kubernetes API emulator reached through a kubeconfig file, exactly as the Lambda connects.
+ */
+
+export interface LogEntry {
+  readonly level: 'debug' | 'info' | 'warn' | 'error';
+  readonly message: string;
+  readonly fields: Record<string, unknown>;
+}
+
+export class RecordingLog implements Log {
+  readonly entries: LogEntry[] = [];
+  debug(message: string, fields: Record<string, unknown> = {}): void {
+    this.entries.push({ level: 'debug', message, fields });
+  }
+  info(message: string, fields: Record<string, unknown> = {}): void {
+    this.entries.push({ level: 'info', message, fields });
+  }
+  warn(message: string, fields: Record<string, unknown> = {}): void {
+    this.entries.push({ level: 'warn', message, fields });
+  }
+  error(message: string, fields: Record<string, unknown> = {}): void {
+    this.entries.push({ level: 'error', message, fields });
+  }
+  errors(): LogEntry[] {
+    return this.entries.filter((entry) => entry.level === 'error');
+  }
+}
+
+export interface SyncTestEnvironment {
+  readonly emulator: K8sEmulator;
+  readonly kubeconfigPath: string;
+  readonly table: TestNodeTable;
+  readonly log: RecordingLog;
+  readonly deps: SyncDependencies;
+  close(): Promise<void>;
+}
+
+export async function startSyncEnvironment(table?: TestNodeTable): Promise<SyncTestEnvironment> {
+  const emulator = await start();
+  const kubeconfigPath = emulator.writeKubeconfig();
+  const nodeTable = table ?? (await createTestNodeTable());
+  const kubeConfig = buildKubeConfig(kubernetesConnectionFromEnv({ KUBECONFIG: kubeconfigPath }), {
+    credentials: async () => {
+      throw new Error('a kubeconfig connection must not ask for AWS credentials');
+    },
+  });
+  const log = new RecordingLog();
+  return {
+    emulator,
+    kubeconfigPath,
+    table: nodeTable,
+    log,
+    deps: { store: nodeTable.store, ciliumNodes: new KubernetesCiliumNodeApi(kubeConfig), log },
+    close: () => emulator.close(),
+  };
+}
+
+/** Stores `record` as the next version (conditional on the previous one, like every writer). */
+export async function putRecord(table: TestNodeTable, record: NodeRecord): Promise<void> {
+  await table.store.put(record, record.version === 1 ? undefined : record.version - 1);
+}
+
+let instanceCounter = 0;
+
+/** A fresh instance id and node name, so tests sharing one table never meet. */
+export function freshNode(): { instanceId: string; nodeName: string } {
+  instanceCounter += 1;
+  const suffix = (0xa000 + instanceCounter).toString(16);
+  return {
+    instanceId: `i-0000000000000${suffix}`,
+    nodeName: `ip-10-0-${instanceCounter % 250}-${instanceCounter % 250}.ec2.internal`,
+  };
+}
+
+/** Invariants 1 and 6 over EVERY version the emulator stored for `name` (what any watcher could see). */
+export function expectInvariantsAtEveryVersion(
+  emulator: K8sEmulator,
+  name: string,
+  instanceId: string,
+): number {
+  const history = emulator.history(name);
+  for (const entry of history) {
+    const object = entry.object as unknown as CiliumNode;
+    expect(checkStatusCoversSpec(object), `resourceVersion ${entry.resourceVersion} (${entry.verb})`).toEqual(
+      [],
+    );
+    expect(checkRightNode(object, instanceId), `resourceVersion ${entry.resourceVersion}`).toEqual([]);
+  }
+  return history.length;
+}
+
+/** Writes the emulator received (create, patch, update, delete), optionally for one object. */
+export function writeRequests(emulator: K8sEmulator, name?: string): number {
+  return emulator.requests
+    .all(name === undefined ? {} : { name })
+    .filter((request) => ['create', 'patch', 'update', 'delete'].includes(request.verb)).length;
+}

@@ -1,0 +1,351 @@
+import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  type CiliumNode,
+  type CiliumNodePort,
+  RECORD_VERSION_ANNOTATION,
+} from '../../../functions/core/ciliumnode.ts';
+import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumnode-render.ts';
+import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
+import type { NodeRecord } from '../../../functions/core/model.ts';
+import type { NodeRecordStore } from '../../../functions/core/ports.ts';
+import { appliedRecordVersion } from '../../../functions/core/sync-plan.ts';
+import { syncAll, syncNode } from '../../../functions/services/sync-node.ts';
+import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
+import {
+  expectInvariantsAtEveryVersion,
+  freshNode,
+  putRecord,
+  type SyncTestEnvironment,
+  startSyncEnvironment,
+  writeRequests,
+} from './support.ts';
+
+let table: TestNodeTable;
+let env: SyncTestEnvironment;
+let node: { instanceId: string; nodeName: string };
+
+beforeAll(async () => {
+  table = await createTestNodeTable();
+});
+beforeEach(async () => {
+  env = await startSyncEnvironment(table);
+  node = freshNode();
+});
+afterEach(async () => {
+  await env.close();
+});
+
+const eth0 = eniFixture(0, 0);
+
+function recordAt(
+  version: number,
+  enis = [eth0, eniFixture(1, 3)],
+  overrides: Partial<NodeRecord> = {},
+): NodeRecord {
+  return nodeRecordFixture({ ...node, version, enis, ...overrides });
+}
+
+/** The CiliumNode an agent creates at start (spec only; it never writes the pool). */
+function agentCiliumNode(overrides: Partial<CiliumNode['spec']> = {}): CiliumNode {
+  return {
+    apiVersion: 'cilium.io/v2',
+    kind: 'CiliumNode',
+    metadata: { name: node.nodeName },
+    spec: {
+      'instance-id': node.instanceId,
+      eni: { 'instance-type': 'm5.large', 'first-interface-index': 0, 'delete-on-termination': true },
+      ipam: { 'pre-allocate': 8 },
+      ...overrides,
+    },
+  };
+}
+
+async function current(): Promise<CiliumNode | undefined> {
+  return await env.deps.ciliumNodes.get(node.nodeName);
+}
+
+function expectPublished(cn: CiliumNode | undefined, record: NodeRecord): void {
+  expect(cn?.spec?.ipam?.pool).toEqual(desiredPool(record));
+  expect(cn?.status?.eni?.enis).toEqual(desiredStatusEnis(record));
+  expect(cn && appliedRecordVersion(cn)).toBe(record.version);
+}
+
+describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
+  it('creates a missing CiliumNode with an empty pool, fills it, grows and shrinks it; invariant 1 at every version', async () => {
+    await putRecord(table, recordAt(1));
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'written', writes: 3 });
+    const [created] = env.emulator.history(node.nodeName);
+    expect(created?.verb).toBe('create');
+    expect(created?.object.spec).toEqual({ 'instance-id': node.instanceId, ipam: { pool: {} } });
+    expect(created?.object.metadata.annotations).toEqual({ [RECORD_VERSION_ANNOTATION]: '1' });
+    expectPublished(await current(), recordAt(1));
+
+    const grown = recordAt(2, [eth0, eniFixture(1, 3), eniFixture(2, 5, { prefixes: ['10.0.18.32/28'] })]);
+    await putRecord(table, grown);
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'written', writes: 2 });
+    expectPublished(await current(), grown);
+
+    const shrunk = recordAt(3, [eth0, eniFixture(1, 1)]);
+    await putRecord(table, shrunk);
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'written', writes: 2 });
+    expectPublished(await current(), shrunk);
+
+    const versions = expectInvariantsAtEveryVersion(env.emulator, node.nodeName, node.instanceId);
+    expect(versions).toBe(7); // create, status, spec; status, spec; spec-claim, status
+  });
+
+  it('a watcher sees only versions where status covers spec, across concurrent syncs of a growing and shrinking node', async () => {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(env.kubeconfigPath);
+    const seen: CiliumNode[] = [];
+    const watching = await new Watch(kubeConfig).watch(
+      '/apis/cilium.io/v2/ciliumnodes',
+      {},
+      (type, object: CiliumNode) => {
+        if (type !== 'BOOKMARK' && object.metadata.name === node.nodeName) seen.push(object);
+      },
+      () => {},
+    );
+    try {
+      const versions = [
+        recordAt(1),
+        recordAt(2, [eth0, eniFixture(1, 3), eniFixture(2, 4)]),
+        recordAt(3, [eth0, eniFixture(2, 2), eniFixture(3, 1, { prefixes: ['10.0.19.16/28'] })]),
+        recordAt(4, [eth0, eniFixture(3, 5)]),
+      ];
+      let conflicts = 0;
+      for (const version of versions) {
+        await putRecord(table, version);
+        // Three syncs of the same node race (stream shards, retries, a manual resync).
+        const results = await Promise.all([1, 2, 3].map(() => syncNode(node.instanceId, env.deps)));
+        for (const result of results) expect(['written', 'in-sync']).toContain(result.outcome);
+        conflicts += results.reduce((sum, result) => sum + result.conflicts, 0);
+      }
+      // The point of the test: the syncs really raced (each round typically loses several writes).
+      expect(conflicts).toBeGreaterThan(0);
+      expectPublished(await current(), versions[3] as NodeRecord);
+      const stored = env.emulator.history(node.nodeName).length;
+      await expect.poll(() => seen.length).toBe(stored);
+      for (const object of seen) {
+        expect(checkStatusCoversSpec(object), `resourceVersion ${object.metadata.resourceVersion}`).toEqual(
+          [],
+        );
+      }
+    } finally {
+      watching.abort();
+    }
+  });
+
+  it('finds everything matching and writes nothing (one GET, no write)', async () => {
+    await putRecord(table, recordAt(1));
+    await syncNode(node.instanceId, env.deps);
+    env.emulator.requests.reset();
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'in-sync', writes: 0 });
+    expect(env.emulator.requests.count()).toBe(1);
+    expect(writeRequests(env.emulator)).toBe(0);
+  });
+
+  it('never goes backwards: a sync still holding an older record version is a no-op', async () => {
+    await putRecord(table, recordAt(1));
+    await putRecord(table, recordAt(2, [eth0, eniFixture(1, 6)]));
+    await syncNode(node.instanceId, env.deps);
+    const before = await current();
+    const staleStore: Pick<NodeRecordStore, 'get' | 'listPage'> = {
+      get: async () => recordAt(1),
+      listPage: (token) => table.store.listPage(token),
+    };
+    env.emulator.requests.reset();
+    expect(await syncNode(node.instanceId, { ...env.deps, store: staleStore })).toMatchObject({
+      outcome: 'stale',
+      writes: 0,
+    });
+    expect(writeRequests(env.emulator)).toBe(0);
+    expect(await current()).toEqual(before);
+  });
+
+  it('never goes backwards even after an agent restart wiped the annotation: records are read after the node', async () => {
+    await putRecord(table, recordAt(1));
+    await syncNode(node.instanceId, env.deps);
+    const newer = recordAt(2, [eth0, eniFixture(1, 3), eniFixture(2, 2)]);
+    await putRecord(table, newer);
+    await syncNode(node.instanceId, env.deps);
+    // The agent restarts: cilium replaces the CiliumNode's annotations with the Node's.
+    env.emulator.store.put({ ...(await current()), metadata: { name: node.nodeName, annotations: {} } });
+    // A slow sync read version 1 before version 2 existed; every later read is fresh.
+    let reads = 0;
+    const slowStore: Pick<NodeRecordStore, 'get' | 'listPage'> = {
+      get: async (instanceId) => (reads++ === 0 ? recordAt(1) : await table.store.get(instanceId)),
+      listPage: (token) => table.store.listPage(token),
+    };
+    expect(await syncNode(node.instanceId, { ...env.deps, store: slowStore })).toMatchObject({
+      outcome: 'written',
+      writes: 1,
+      recordVersion: 2,
+    });
+    expectPublished(await current(), newer);
+    expectInvariantsAtEveryVersion(env.emulator, node.nodeName, node.instanceId);
+  });
+
+  it('heals a sync whose status landed but whose spec write failed (connection dropped)', async () => {
+    await env.deps.ciliumNodes.create(agentCiliumNode());
+    await putRecord(table, recordAt(1));
+    env.emulator.faults.inject({ match: { verb: 'patch', subresource: 'main' }, kind: 'drop-connection' });
+    await expect(syncNode(node.instanceId, env.deps)).rejects.toThrow();
+    const halfway = await current();
+    expect(halfway?.status?.eni?.enis).toEqual(desiredStatusEnis(recordAt(1)));
+    expect(halfway?.spec?.ipam?.pool).toBeUndefined();
+
+    env.emulator.requests.reset();
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'written', writes: 1 });
+    expect(env.emulator.requests.count({ verb: 'patch', subresource: 'main' })).toBe(1);
+    expectPublished(await current(), recordAt(1));
+    expectInvariantsAtEveryVersion(env.emulator, node.nodeName, node.instanceId);
+  });
+
+  it('treats a write whose answer was lost as done: the next sync finds everything matching', async () => {
+    await env.deps.ciliumNodes.create(agentCiliumNode());
+    await putRecord(table, recordAt(1));
+    env.emulator.faults.inject({ match: { verb: 'patch', subresource: 'main' }, kind: 'drop-after-apply' });
+    await expect(syncNode(node.instanceId, env.deps)).rejects.toThrow();
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'in-sync', writes: 0 });
+    expectPublished(await current(), recordAt(1));
+  });
+
+  it("keeps the agent's status.ipam.used, its release answers and its spec fields", async () => {
+    const eni1 = eniFixture(1, 3).id;
+    env.emulator.store.put({
+      ...agentCiliumNode(),
+      metadata: { name: node.nodeName, labels: { 'kubernetes.io/hostname': 'h' } },
+      status: {
+        ipam: {
+          used: { '10.0.17.11': { owner: 'kube-system/coredns', resource: eni1 } },
+          'release-ips': { '10.0.17.13': 'do-not-release' },
+        },
+      },
+    });
+    await putRecord(
+      table,
+      recordAt(1, undefined, {
+        excessMarks: { '10.0.17.13': { sinceEpochMs: 1, state: 'marked-for-release' } },
+      }),
+    );
+    await syncNode(node.instanceId, env.deps);
+    const synced = await current();
+    expect(synced?.status?.ipam?.used).toEqual({
+      '10.0.17.11': { owner: 'kube-system/coredns', resource: eni1 },
+    });
+    expect(synced?.status?.ipam?.['release-ips']).toEqual({ '10.0.17.13': 'do-not-release' });
+    expect(synced?.spec?.eni).toEqual(agentCiliumNode().spec?.eni);
+    expect(synced?.spec?.ipam?.['pre-allocate']).toBe(8);
+    expect(synced?.metadata.labels).toEqual({ 'kubernetes.io/hostname': 'h' });
+  });
+
+  it('retries after a 409 from the server', async () => {
+    await env.deps.ciliumNodes.create(agentCiliumNode());
+    await putRecord(table, recordAt(1));
+    env.emulator.faults.inject({ match: { verb: 'patch', subresource: 'status' }, kind: 'conflict' });
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({
+      outcome: 'written',
+      writes: 2,
+      conflicts: 1,
+    });
+    expectPublished(await current(), recordAt(1));
+  });
+
+  it('retries when an agent writes between our read and our write (JSON Patch test fails with 422)', async () => {
+    await env.deps.ciliumNodes.create(agentCiliumNode());
+    await putRecord(table, recordAt(1));
+    const eni1 = eniFixture(1, 3).id;
+    let interfered = false;
+    const racing: CiliumNodePort = {
+      ...env.deps.ciliumNodes,
+      get: (name) => env.deps.ciliumNodes.get(name),
+      create: (object) => env.deps.ciliumNodes.create(object),
+      list: () => env.deps.ciliumNodes.list(),
+      patchMain: (name, operations) => env.deps.ciliumNodes.patchMain(name, operations),
+      patchStatus: async (name, operations) => {
+        if (!interfered) {
+          interfered = true;
+          const agentView = (await env.deps.ciliumNodes.get(name)) as CiliumNode;
+          env.emulator.store.put({
+            ...agentView,
+            status: {
+              ...agentView.status,
+              ipam: { used: { '10.0.17.12': { owner: 'pod', resource: eni1 } } },
+            },
+          });
+        }
+        return await env.deps.ciliumNodes.patchStatus(name, operations);
+      },
+    };
+    expect(await syncNode(node.instanceId, { ...env.deps, ciliumNodes: racing })).toMatchObject({
+      outcome: 'written',
+      writes: 2,
+      conflicts: 1,
+    });
+    const statusPatches = env.emulator.requests.all({ verb: 'patch', subresource: 'status' });
+    expect(statusPatches.map((request) => request.statusCode)).toEqual([422, 200]);
+    const synced = await current();
+    expect(synced?.status?.ipam?.used).toEqual({ '10.0.17.12': { owner: 'pod', resource: eni1 } });
+    expectPublished(synced, recordAt(1));
+  });
+
+  it('never writes a CiliumNode that belongs to another instance, and logs the refusal as an error', async () => {
+    await env.deps.ciliumNodes.create(agentCiliumNode({ 'instance-id': 'i-0fffffffffffffff0' }));
+    await putRecord(table, recordAt(1));
+    env.emulator.requests.reset();
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({
+      outcome: 'refused-foreign',
+      writes: 0,
+    });
+    expect(writeRequests(env.emulator)).toBe(0);
+    expect(env.emulator.history(node.nodeName)).toHaveLength(1);
+    expect(env.log.errors()).toEqual([
+      expect.objectContaining({ fields: expect.objectContaining({ refusedSync: 'foreign-instance' }) }),
+    ]);
+  });
+
+  it('does nothing for an instance without a record, or with a retired one', async () => {
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'no-record', writes: 0 });
+    await putRecord(table, recordAt(1, undefined, { lifecycle: 'retired' }));
+    expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'retired', writes: 0 });
+    expect(env.emulator.requests.count()).toBe(0);
+  });
+
+  it('gives up with an error when every write keeps losing races', async () => {
+    await env.deps.ciliumNodes.create(agentCiliumNode());
+    await putRecord(table, recordAt(1));
+    env.emulator.faults.inject({
+      match: { verb: 'patch' },
+      kind: 'conflict',
+      times: Number.POSITIVE_INFINITY,
+    });
+    await expect(syncNode(node.instanceId, { ...env.deps, maxRounds: 4 })).rejects.toThrow(/did not settle/);
+  });
+});
+
+describe('syncAll', () => {
+  it('syncs every active record of the table, counting outcomes', async () => {
+    const localTable = await createTestNodeTable();
+    const local = await startSyncEnvironment(localTable);
+    try {
+      const nodes = [freshNode(), freshNode(), freshNode()];
+      for (const [index, each] of nodes.entries()) {
+        await putRecord(
+          localTable,
+          nodeRecordFixture({ ...each, version: 1, lifecycle: index === 2 ? 'retired' : 'active' }),
+        );
+      }
+      const summary = await syncAll(local.deps, { concurrency: 2 });
+      expect(summary).toEqual({ nodes: 3, writes: 6, outcomes: { written: 2, retired: 1 }, failed: [] });
+      for (const each of nodes.slice(0, 2)) {
+        expect(await local.deps.ciliumNodes.get(each.nodeName)).toBeDefined();
+      }
+      expect(await local.deps.ciliumNodes.get(nodes[2]?.nodeName ?? '')).toBeUndefined();
+    } finally {
+      await local.close();
+    }
+  });
+});
