@@ -14,6 +14,7 @@ import {
   DetachNetworkInterfaceCommand,
   EC2Client,
   type Filter,
+  type Instance,
   type InstanceTypeInfo,
   ModifyNetworkInterfaceAttributeCommand,
   type NetworkInterface,
@@ -32,7 +33,13 @@ import type {
   Tags,
   VpcView,
 } from '../core/model.ts';
-import type { AssignedAddresses, CreateEniRequest, DetachedEni, Ec2NetworkPort } from '../core/ports.ts';
+import type {
+  AssignedAddresses,
+  ClusterInstance,
+  CreateEniRequest,
+  DetachedEni,
+  Ec2NetworkPort,
+} from '../core/ports.ts';
 import {
   Ec2Error,
   isAddressNotAssigned,
@@ -41,7 +48,7 @@ import {
   toEc2Error,
 } from './ec2-errors.ts';
 import { createEc2RetryStrategy, type Ec2RetryOptions } from './ec2-retry.ts';
-import { ENI_TAG_KEYS, isOurs, tagsForNewEni, validateExtraTags } from './eni-tags.ts';
+import { ENI_TAG_KEYS, isOurs, OWNER_TAG_VALUE, tagsForNewEni, validateExtraTags } from './eni-tags.ts';
 
 /**
  * The EC2 adapter: `Ec2NetworkPort` over @aws-sdk/client-ec2. It is deliberately thin: one SDK
@@ -111,22 +118,35 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   }
 
   async describeInstance(instanceId: string): Promise<InstanceView | undefined> {
-    const reservations = await this.describeInstancesByFilter(instanceId);
+    const reservations = await this.describeInstancesByFilters([filter('instance-id', instanceId)]);
     const instance = reservations
       .flatMap((reservation) => reservation.Instances ?? [])
       .find((candidate) => candidate.InstanceId === instanceId);
-    if (!instance) return undefined;
-    return {
-      id: instanceId,
-      instanceType: instance.InstanceType ?? '',
-      state: instance.State?.Name ?? '',
-      availabilityZone: instance.Placement?.AvailabilityZone ?? '',
-      vpcId: instance.VpcId ?? '',
-      subnetId: instance.SubnetId ?? '',
-      privateDnsName: instance.PrivateDnsName ?? '',
-      privateIp: instance.PrivateIpAddress ?? '',
-      tags: tagsOf(instance.Tags),
-    };
+    return instance ? toInstanceView(instance) : undefined;
+  }
+
+  async listClusterInstances(
+    tagKey: string,
+    tagValues: readonly string[],
+    states: readonly string[],
+  ): Promise<ClusterInstance[]> {
+    const reservations = await this.describeInstancesByFilters([
+      filter(`tag:${tagKey}`, ...tagValues),
+      filter('instance-state-name', ...states),
+    ]);
+    return reservations
+      .flatMap((reservation) => reservation.Instances ?? [])
+      .map((instance) => ({
+        instance: toInstanceView(instance),
+        attachedEnis: (instance.NetworkInterfaces ?? []).map((eni) => ({
+          id: eni.NetworkInterfaceId ?? '',
+          deviceIndex: eni.Attachment?.DeviceIndex ?? 0,
+          secondaryIps: (eni.PrivateIpAddresses ?? [])
+            .filter((address) => !address.Primary)
+            .map((address) => address.PrivateIpAddress ?? ''),
+          prefixes: (eni.Ipv4Prefixes ?? []).map((prefix) => prefix.Ipv4Prefix ?? ''),
+        })),
+      }));
   }
 
   async describeAttachedEnis(instanceId: string, vpc: VpcView): Promise<EniState[]> {
@@ -147,6 +167,15 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     const interfaces = await this.describeNetworkInterfaces([
       filter(`tag:${ENI_TAG_KEYS.instanceId}`, instanceId),
       filter(`tag:${ENI_TAG_KEYS.clusterName}`, this.clusterName),
+      filter('status', 'available'),
+    ]);
+    return interfaces.map(toDetachedEni).filter((eni) => isOurs(eni.tags, this.clusterName));
+  }
+
+  async findDetachedEnisOfCluster(): Promise<DetachedEni[]> {
+    const interfaces = await this.describeNetworkInterfaces([
+      filter(`tag:${ENI_TAG_KEYS.clusterName}`, this.clusterName),
+      filter(`tag:${ENI_TAG_KEYS.owner}`, OWNER_TAG_VALUE),
       filter('status', 'available'),
     ]);
     return interfaces.map(toDetachedEni).filter((eni) => isOurs(eni.tags, this.clusterName));
@@ -391,10 +420,10 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     );
   }
 
-  private describeInstancesByFilter(instanceId: string) {
+  private describeInstancesByFilters(filters: Filter[]) {
     return this.paginate((NextToken) =>
       this.client
-        .send(new DescribeInstancesCommand({ Filters: [filter('instance-id', instanceId)], NextToken }))
+        .send(new DescribeInstancesCommand({ Filters: filters, NextToken }))
         .then((output) => ({ items: output.Reservations, nextToken: output.NextToken })),
     );
   }
@@ -543,5 +572,19 @@ function toSubnetView(subnet: Subnet, routeTableId: string | undefined): SubnetV
     availableAddresses: subnet.AvailableIpAddressCount ?? 0,
     tags: tagsOf(subnet.Tags),
     ...(routeTableId ? { routeTableId } : {}),
+  };
+}
+
+function toInstanceView(instance: Instance): InstanceView {
+  return {
+    id: instance.InstanceId ?? '',
+    instanceType: instance.InstanceType ?? '',
+    state: instance.State?.Name ?? '',
+    availabilityZone: instance.Placement?.AvailabilityZone ?? '',
+    vpcId: instance.VpcId ?? '',
+    subnetId: instance.SubnetId ?? '',
+    privateDnsName: instance.PrivateDnsName ?? '',
+    privateIp: instance.PrivateIpAddress ?? '',
+    tags: tagsOf(instance.Tags),
   };
 }

@@ -20,6 +20,8 @@ export const ENI_TAG_KEYS = {
   ciliumClusterName: 'io.cilium/cluster-name',
   instanceId: 'serverless-eni-ipam/instance-id',
   owner: 'serverless-eni-ipam/owner',
+  /** Creation time, epoch ms: ENI garbage collection leaves ENIs younger than its grace period alone. */
+  createdAt: 'serverless-eni-ipam/created-at',
 } as const;
 
 export const OWNER_TAG_VALUE = 'serverless-eni-ipam';

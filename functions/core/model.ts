@@ -158,7 +158,11 @@ export interface NodeRecord {
   readonly lease?: MutationLease;
   /** IPs in the excess set and their handshake progress, keyed by IP. */
   readonly excessMarks?: Readonly<Record<string, ExcessMark>>;
-  readonly lifecycle: 'active' | 'retired';
+  /**
+   * `active`: allocated and synced. `draining`: a spot interruption warning arrived, no new
+   * allocation. `retired`: the instance terminated; kept for audit until `expiresAtEpochSeconds`.
+   */
+  readonly lifecycle: 'active' | 'draining' | 'retired';
   readonly createdAtEpochMs: number;
   readonly updatedAtEpochMs: number;
   /** DynamoDB TTL (epoch seconds) for retired records, kept for audit until then. */

@@ -50,11 +50,22 @@ export interface Ec2NetworkPort {
    */
   describeAttachedEnis(instanceId: string, vpc: VpcView): Promise<EniState[]>;
   /**
+   * Instances whose tag `tagKey` has one of `tagValues` and whose state is one of `states`
+   * (filtered DescribeInstances, paginated): how the sweep finds nodes whose events were missed.
+   */
+  listClusterInstances(
+    tagKey: string,
+    tagValues: readonly string[],
+    states: readonly string[],
+  ): Promise<ClusterInstance[]>;
+  /**
    * ENIs created for this instance by us (our instance-id and cluster tags, `isOurs`) that are NOT
    * attached (status `available`): left by a crash between create and attach, to be adopted
    * instead of re-created. Shortly after a create EC2 may not list the new ENI yet.
    */
   findDetachedEnisCreatedFor(instanceId: string): Promise<DetachedEni[]>;
+  /** Every detached (`available`) ENI carrying our ownership tags for this cluster: ENI GC's candidates. */
+  findDetachedEnisOfCluster(): Promise<DetachedEni[]>;
   /**
    * Primary CIDR and associated secondary CIDRs (never the primary again, never empty strings,
    * never CIDRs being associated or disassociated). Throws `Ec2Error` `InvalidVpcID.NotFound`.
@@ -121,6 +132,19 @@ export interface Ec2NetworkPort {
   deleteEni(eniId: string): Promise<void>;
 }
 
+/** An instance with the addresses of its attached ENIs, as DescribeInstances lists them (no tags). */
+export interface ClusterInstance {
+  readonly instance: InstanceView;
+  readonly attachedEnis: readonly AttachedEniSummary[];
+}
+
+export interface AttachedEniSummary {
+  readonly id: string;
+  readonly deviceIndex: number;
+  readonly secondaryIps: readonly string[];
+  readonly prefixes: readonly string[];
+}
+
 export interface CreateEniRequest {
   /** The instance the ENI is for; written into our instance-id tag. */
   readonly instanceId: string;
@@ -159,6 +183,8 @@ export interface AssignedAddresses {
 export interface CiliumNodeReader {
   /** The CiliumNode named `name`, or `undefined` when it does not exist (yet). */
   get(name: string): Promise<CiliumNode | undefined>;
+  /** Every CiliumNode (one paged LIST: the sweep reads demand for all nodes at once). */
+  list(): Promise<CiliumNode[]>;
 }
 
 /** Structured logging; fields must never carry credentials or tokens. */

@@ -1,0 +1,55 @@
+import type { Context } from 'aws-lambda';
+import { parseEc2Event } from '../core/events.ts';
+import { buildAllocationDependencies } from '../runtime/allocation-dependencies.ts';
+import { createLog } from '../runtime/logger.ts';
+import { type AllocationOutcome, allocateNode } from '../services/allocate-node.ts';
+import { drainNode, type RetireOutcome, retireNode } from '../services/node-lifecycle.ts';
+
+const log = createLog('serverless-eni-ipam-allocate');
+const dependencies = buildAllocationDependencies(process.env, log);
+
+export type AllocateResult =
+  | { readonly status: 'rejected'; readonly reason: string }
+  | { readonly status: 'skipped'; readonly reason: string }
+  | { readonly status: 'allocated'; readonly outcome: AllocationOutcome }
+  | { readonly status: 'retired'; readonly outcome: RetireOutcome }
+  | { readonly status: 'drained'; readonly outcome: 'drained' | 'skipped' };
+
+/**
+ * EC2 events. `running` allocates; `shutting-down` and `terminated` retire the node; a spot
+ * interruption warning drains it (no new allocation). A malformed event is logged and answered,
+ * never thrown: EventBridge would only retry it. Transient failures throw, so EventBridge retries.
+ */
+export async function handler(
+  event: unknown,
+  context: Pick<Context, 'awsRequestId'>,
+): Promise<AllocateResult> {
+  const parsed = parseEc2Event(event);
+  switch (parsed.kind) {
+    case 'invalid':
+      log.error('rejected a malformed event; nothing was written', { reason: parsed.reason });
+      return { status: 'rejected', reason: parsed.reason };
+    case 'scheduled':
+      log.warn('scheduled events go to the sweep function, not here');
+      return { status: 'skipped', reason: 'scheduled event' };
+    case 'spot-interruption':
+      return { status: 'drained', outcome: await drainNode(parsed.instanceId, dependencies.lifecycle) };
+    case 'state-change': {
+      if (parsed.state === 'shutting-down' || parsed.state === 'terminated') {
+        const outcome = await retireNode(parsed.instanceId, dependencies.lifecycle);
+        log.info('termination handled', { instanceId: parsed.instanceId, outcome });
+        return { status: 'retired', outcome };
+      }
+      if (parsed.state !== 'running') {
+        log.info('no allocation work for this state', { instanceId: parsed.instanceId, state: parsed.state });
+        return { status: 'skipped', reason: `state ${parsed.state}` };
+      }
+      const outcome = await allocateNode(parsed.instanceId, {
+        ...dependencies,
+        invocationId: context.awsRequestId,
+      });
+      log.info('allocation finished', { instanceId: parsed.instanceId, outcome });
+      return { status: 'allocated', outcome };
+    }
+  }
+}

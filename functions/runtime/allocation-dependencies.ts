@@ -1,0 +1,68 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { createEc2Client, createEc2NetworkAdapter } from '../aws/ec2-network.ts';
+import { DynamoNodeRecordStore } from '../aws/node-table.ts';
+import { KubernetesCiliumNodeApi } from '../k8s/ciliumnode-api.ts';
+import { buildKubeConfig, kubernetesConnectionFromEnv } from '../k8s/kube-config.ts';
+import type { AllocationDependencies, AllocationSettings } from '../services/allocate-node.ts';
+import type { LifecycleDependencies } from '../services/node-lifecycle.ts';
+import { Environment, isStringMap, readDefaultKnobs } from './environment.ts';
+import type { createLog } from './logger.ts';
+
+/** What a Lambda invocation needs besides its request id; built once per container. */
+export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId'> & {
+  readonly lifecycle: LifecycleDependencies;
+  readonly eniGarbageCollectionGraceMs: number;
+};
+
+/**
+ * Builds the allocating functions' dependencies from the environment the stack sets. Clients are
+ * created here, once per container; endpoints come only from the SDK's standard configuration.
+ */
+export function buildAllocationDependencies(
+  variables: Readonly<Record<string, string | undefined>>,
+  log: ReturnType<typeof createLog>,
+): ContainerDependencies {
+  const environment = new Environment(variables);
+  const clusterName = environment.string('CLUSTER_NAME');
+  const eniTags = environment.json('ENI_TAGS', isStringMap, {});
+  const settings: AllocationSettings = {
+    clusterName,
+    clusterTagValues: environment.list('CLUSTER_TAG_VALUES'),
+    nodeNaming: environment.oneOf(
+      'NODE_NAMING',
+      ['private-dns-name', 'instance-id'] as const,
+      'private-dns-name',
+    ),
+    defaultKnobs: readDefaultKnobs(environment),
+    prefixDelegationEnabled: environment.boolean('PREFIX_DELEGATION', false),
+    eniTags,
+    // Longer than the function's 2-minute timeout, so a live holder is never overtaken.
+    leaseDurationMs: environment.integer('LEASE_DURATION_SECONDS', 180) * 1000,
+    consistencyGraceMs: environment.integer('CONSISTENCY_GRACE_SECONDS', 60) * 1000,
+    maxRoundsPerInvocation: 32,
+    maxAttachAttempts: 5,
+  };
+  const ec2Client = createEc2Client();
+  const ec2 = createEc2NetworkAdapter({ client: ec2Client, clusterName, extraTags: eniTags });
+  const store = new DynamoNodeRecordStore(new DynamoDBClient({}), environment.string('TABLE_NAME'));
+  const kubeConfig = buildKubeConfig(kubernetesConnectionFromEnv(variables), {
+    credentials: () => ec2Client.config.credentials(),
+  });
+  return {
+    store,
+    ec2,
+    ciliumNodes: new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' }),
+    settings,
+    clock: Date.now,
+    log,
+    lifecycle: {
+      store,
+      ec2,
+      clock: Date.now,
+      log,
+      clusterName,
+      retiredRecordRetentionDays: environment.integer('RETIRED_RECORD_RETENTION_DAYS', 30),
+    },
+    eniGarbageCollectionGraceMs: environment.integer('ENI_GC_GRACE_MINUTES', 10) * 60_000,
+  };
+}

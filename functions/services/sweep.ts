@@ -1,0 +1,137 @@
+import type { CiliumNode } from '../core/ciliumnode.ts';
+import { clusterTagKey, nodeNameFor } from '../core/cluster-membership.ts';
+import { forEachWithConcurrency } from '../core/concurrency.ts';
+import { instanceIdOfCiliumNode } from '../core/knobs.ts';
+import type { InstanceLimits } from '../core/model.ts';
+import { decideNodeSweep, type NodeSweepDecision, recordsMissingFromCluster } from '../core/sweep-plan.ts';
+import { type AllocationDependencies, allocateNode } from './allocate-node.ts';
+import { allRecords, type LifecycleDependencies, retireNode } from './node-lifecycle.ts';
+
+/**
+ * The scheduled sweep. EC2 events are best effort, so every minute it compares the whole cluster
+ * with the records, from three reads: one filtered DescribeInstances for the cluster's instances
+ * (with their ENIs' addresses), one CiliumNode LIST (demand and knobs), one table scan. Then it
+ * reconciles only the nodes that need it (missed launch, drift, deficit, changed knobs, a recorded
+ * error, an abandoned claim) through the same path as the EC2-event function, and retires records
+ * whose instance is gone.
+ */
+
+export interface SweepDependencies extends Omit<AllocationDependencies, 'invocationId'> {
+  readonly lifecycle: LifecycleDependencies;
+  /** Nodes reconciled at a time. */
+  readonly concurrency: number;
+  readonly invocationId: string;
+}
+
+export interface SweepSummary {
+  readonly clusterInstances: number;
+  readonly records: number;
+  readonly reconciled: Readonly<Record<string, number>>;
+  readonly skipped: Readonly<Record<string, number>>;
+  readonly retired: number;
+  readonly failed: readonly { readonly instanceId: string; readonly error: string }[];
+}
+
+/** States in which an instance keeps its record (stopped instances keep their ENIs). */
+const LIVE_STATES = ['pending', 'running', 'stopping', 'stopped'] as const;
+
+export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
+  const { ec2, settings, log } = deps;
+  const [clusterInstances, records, ciliumNodes] = await Promise.all([
+    ec2.listClusterInstances(clusterTagKey(settings.clusterName), settings.clusterTagValues, LIVE_STATES),
+    allRecords(deps.store),
+    deps.ciliumNodes.list(),
+  ]);
+  const recordById = new Map(records.map((record) => [record.instanceId, record]));
+  const ciliumNodeByName = new Map(ciliumNodes.map((node) => [node.metadata.name, node]));
+  const limitsByType = await limitsOf(
+    new Set(clusterInstances.map((listed) => listed.instance.instanceType)),
+    deps,
+  );
+
+  const reconciled: Record<string, number> = {};
+  const skipped: Record<string, number> = {};
+  const failed: { instanceId: string; error: string }[] = [];
+  const decisions = clusterInstances
+    .filter((listed) => listed.instance.state === 'running')
+    .map((listed) => {
+      const ciliumNode = trustedCiliumNode(
+        ciliumNodeByName.get(nodeNameFor(listed.instance, settings.nodeNaming)),
+        listed.instance.id,
+      );
+      const decision: NodeSweepDecision = decideNodeSweep({
+        cluster: listed,
+        record: recordById.get(listed.instance.id),
+        ciliumNode,
+        defaultKnobs: settings.defaultKnobs,
+        limits: limitsByType.get(listed.instance.instanceType),
+        prefixDelegationEnabled: settings.prefixDelegationEnabled,
+        nowEpochMs: deps.clock(),
+        consistencyGraceMs: settings.consistencyGraceMs,
+      });
+      return { instanceId: listed.instance.id, decision };
+    });
+  for (const { decision } of decisions) {
+    if (decision.kind === 'skip') skipped[decision.reason] = (skipped[decision.reason] ?? 0) + 1;
+  }
+  const toReconcile = decisions.filter(({ decision }) => decision.kind === 'reconcile');
+  await forEachWithConcurrency(toReconcile, deps.concurrency, async ({ instanceId, decision }) => {
+    try {
+      await allocateNode(instanceId, { ...deps, invocationId: deps.invocationId });
+      reconciled[decision.reason] = (reconciled[decision.reason] ?? 0) + 1;
+    } catch (error) {
+      failed.push({ instanceId, error: error instanceof Error ? error.message : String(error) });
+      log.error('sweep could not reconcile a node', {
+        instanceId,
+        reason: decision.reason,
+        error: String(error),
+      });
+    }
+  });
+
+  let retired = 0;
+  const listedIds = new Set(clusterInstances.map((listed) => listed.instance.id));
+  await forEachWithConcurrency(
+    recordsMissingFromCluster(records, listedIds),
+    deps.concurrency,
+    async (record) => {
+      try {
+        const outcome = await retireNode(record.instanceId, deps.lifecycle);
+        if (outcome.kind === 'retired') retired++;
+      } catch (error) {
+        failed.push({
+          instanceId: record.instanceId,
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+    },
+  );
+
+  const summary: SweepSummary = {
+    clusterInstances: clusterInstances.length,
+    records: records.length,
+    reconciled,
+    skipped,
+    retired,
+    failed,
+  };
+  log.info('sweep finished', { ...summary });
+  return summary;
+}
+
+/** The CiliumNode only when it belongs to this instance (a foreign one is never trusted). */
+function trustedCiliumNode(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
+  if (!node) return undefined;
+  const owner = instanceIdOfCiliumNode(node);
+  return owner === undefined || owner === instanceId ? node : undefined;
+}
+
+async function limitsOf(
+  instanceTypes: ReadonlySet<string>,
+  deps: Pick<SweepDependencies, 'ec2'>,
+): Promise<Map<string, InstanceLimits | undefined>> {
+  const entries = await Promise.all(
+    [...instanceTypes].map(async (type) => [type, await deps.ec2.describeInstanceLimits(type)] as const),
+  );
+  return new Map(entries);
+}

@@ -1,0 +1,162 @@
+import { randomUUID } from 'node:crypto';
+import type { EC2Client } from '@aws-sdk/client-ec2';
+import { createEc2Client, createEc2NetworkAdapter } from '../../functions/aws/ec2-network.ts';
+import type { Ec2RetryOptions, Sleep } from '../../functions/aws/ec2-retry.ts';
+import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
+import type { Log } from '../../functions/core/ports.ts';
+import { KubernetesCiliumNodeApi } from '../../functions/k8s/ciliumnode-api.ts';
+import { buildKubeConfig } from '../../functions/k8s/kube-config.ts';
+import type { AllocationDependencies, AllocationSettings } from '../../functions/services/allocate-node.ts';
+import type { LifecycleDependencies } from '../../functions/services/node-lifecycle.ts';
+import type { SweepDependencies } from '../../functions/services/sweep.ts';
+import {
+  type ClusterSeed,
+  createManualClock,
+  type Ec2Emulator,
+  type Ec2EmulatorOptions,
+  type InstanceRecord,
+  type ManualClock,
+  startEc2Emulator,
+} from '../emulators/ec2/index.ts';
+import { type K8sEmulator, start as startK8sEmulator } from '../emulators/k8s/index.ts';
+import { defaultKnobs } from '../fixtures/node-records.ts';
+import { createTestNodeTable, type TestNodeTable } from './node-table.ts';
+
+export const CLUSTER_NAME = 'scenario-cluster';
+
+/**
+ * Everything the allocation talks to, for real: DynamoDB Local (a fresh node table), the EC2
+ * emulator (seeded cluster, manual clock) reached by the real EC2Client, and the Kubernetes
+ * emulator reached by the real client-node. Only the clock and the waits are ours: `sleep`
+ * advances the manual clock, so eventual-consistency waits and lease expiry take no real time.
+ */
+export interface AllocationHarness {
+  readonly ec2: Ec2Emulator;
+  readonly seed: ClusterSeed;
+  readonly clock: ManualClock;
+  readonly k8s: K8sEmulator;
+  readonly table: TestNodeTable;
+  readonly ec2Client: EC2Client;
+  readonly ciliumNodes: KubernetesCiliumNodeApi;
+  readonly settings: AllocationSettings;
+  readonly logs: { level: string; message: string; fields?: Record<string, unknown> }[];
+  dependencies(overrides?: Partial<AllocationDependencies>): AllocationDependencies;
+  lifecycle(): LifecycleDependencies;
+  sweepDependencies(): SweepDependencies;
+  /** A running cluster member in node subnet A. */
+  launch(
+    instanceType: string,
+    options?: { tags?: Record<string, string>; subnetId?: string; securityGroupIds?: string[] },
+  ): InstanceRecord;
+  /** What an agent writes when it starts: its CiliumNode, named after the PrivateDnsName. */
+  createCiliumNode(instance: InstanceRecord, spec?: Record<string, unknown>): Promise<CiliumNode>;
+  /** ENIs attached to the instance beyond eth0, sorted by device index. */
+  secondaryEnis(instanceId: string): ReturnType<Ec2Emulator['state']['networkInterfaces']>;
+  close(): Promise<void>;
+}
+
+export async function startAllocationHarness(
+  options: {
+    ec2?: Ec2EmulatorOptions;
+    settings?: Partial<AllocationSettings>;
+    retry?: Partial<Ec2RetryOptions>;
+  } = {},
+): Promise<AllocationHarness> {
+  const clock = createManualClock();
+  const ec2 = await startEc2Emulator({ clock: clock.now, ...options.ec2 });
+  const seed = ec2.state.seedCluster({ clusterName: CLUSTER_NAME });
+  process.env.AWS_ENDPOINT_URL_EC2 = ec2.url;
+  const ec2Client = createEc2Client({
+    retry: { maxAttempts: 8, baseDelayMs: 1, maxDelayMs: 20, ...options.retry },
+  });
+  const k8s = await startK8sEmulator();
+  const kubeConfig = buildKubeConfig(
+    { kind: 'kubeconfig', path: k8s.writeKubeconfig() },
+    { credentials: async () => ({ accessKeyId: 'unused', secretAccessKey: 'unused' }) },
+  );
+  const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' });
+  const table = await createTestNodeTable();
+  const settings: AllocationSettings = {
+    clusterName: CLUSTER_NAME,
+    clusterTagValues: ['owned', 'shared'],
+    nodeNaming: 'private-dns-name',
+    defaultKnobs: { ...defaultKnobs, preAllocate: 8 },
+    prefixDelegationEnabled: false,
+    eniTags: {},
+    leaseDurationMs: 180_000,
+    consistencyGraceMs: 60_000,
+    maxRoundsPerInvocation: 32,
+    maxAttachAttempts: 5,
+    ...options.settings,
+  };
+  const logs: AllocationHarness['logs'] = [];
+  const record =
+    (level: string): Log['info'] =>
+    (message, fields) => {
+      logs.push({ level, message, ...(fields ? { fields } : {}) });
+    };
+  const log: Log = {
+    debug: record('debug'),
+    info: record('info'),
+    warn: record('warn'),
+    error: record('error'),
+  };
+  const sleep: Sleep = async (delayMs) => clock.advance(delayMs);
+  const ec2Port = createEc2NetworkAdapter({ client: ec2Client, clusterName: CLUSTER_NAME });
+
+  const harness: AllocationHarness = {
+    ec2,
+    seed,
+    clock,
+    k8s,
+    table,
+    ec2Client,
+    ciliumNodes,
+    settings,
+    logs,
+    dependencies: (overrides = {}) => ({
+      store: table.store,
+      ec2: ec2Port,
+      ciliumNodes,
+      settings,
+      clock: clock.now,
+      log,
+      sleep,
+      invocationId: randomUUID(),
+      ...overrides,
+    }),
+    lifecycle: () => ({
+      store: table.store,
+      ec2: ec2Port,
+      clock: clock.now,
+      log,
+      clusterName: CLUSTER_NAME,
+      retiredRecordRetentionDays: 30,
+    }),
+    sweepDependencies: () => ({ ...harness.dependencies(), lifecycle: harness.lifecycle(), concurrency: 4 }),
+    launch: (instanceType, launchOptions = {}) =>
+      ec2.state.launchInstance({
+        instanceType,
+        subnetId: launchOptions.subnetId ?? seed.subnets.nodesA.subnetId,
+        securityGroupIds: launchOptions.securityGroupIds ?? [seed.securityGroups.nodes.groupId],
+        tags: { [`kubernetes.io/cluster/${CLUSTER_NAME}`]: 'owned', ...launchOptions.tags },
+      }),
+    createCiliumNode: (instance, spec = {}) =>
+      ciliumNodes.create({
+        apiVersion: 'cilium.io/v2',
+        kind: 'CiliumNode',
+        metadata: { name: instance.privateDnsName },
+        spec: { 'instance-id': instance.instanceId, ...spec },
+      }),
+    secondaryEnis: (instanceId) =>
+      ec2.state
+        .networkInterfaces({ instanceId })
+        .filter((eni) => (eni.attachment?.deviceIndex ?? 0) > 0)
+        .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
+    close: async () => {
+      ec2Client.destroy();
+      await Promise.all([ec2.close(), k8s.close()]);
+    },
+  };
+  return harness;
+}
