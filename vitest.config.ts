@@ -12,6 +12,9 @@ export default defineConfig({
       AWS_ACCESS_KEY_ID: 'AKIDLOCALTEST',
       AWS_SECRET_ACCESS_KEY: 'local-test-secret',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      // Handlers flush EMF metrics to stdout; tests check the pure mapping instead.
+      POWERTOOLS_METRICS_DISABLED: 'true',
+      POWERTOOLS_METRICS_NAMESPACE: 'ServerlessEniIpamTest',
       // Catch-all: any AWS client a test did not point at a stand-in fails fast on loopback
       // instead of reaching a real AWS endpoint.
       AWS_ENDPOINT_URL: 'http://127.0.0.1:9',

@@ -2,11 +2,13 @@ import type { Context } from 'aws-lambda';
 import { parseEc2Event } from '../core/events.ts';
 import { buildAllocationDependencies } from '../runtime/allocation-dependencies.ts';
 import { createLog } from '../runtime/logger.ts';
+import { allocationMetrics, MetricsSink, retireMetrics } from '../runtime/metrics.ts';
 import { type AllocationOutcome, allocateNode } from '../services/allocate-node.ts';
 import { drainNode, type RetireOutcome, retireNode } from '../services/node-lifecycle.ts';
 
 const log = createLog('serverless-eni-ipam-allocate');
 const dependencies = buildAllocationDependencies(process.env, log);
+const metrics = new MetricsSink();
 
 export type AllocateResult =
   | { readonly status: 'rejected'; readonly reason: string }
@@ -38,6 +40,7 @@ export async function handler(
       if (parsed.state === 'shutting-down' || parsed.state === 'terminated') {
         const outcome = await retireNode(parsed.instanceId, dependencies.lifecycle);
         log.info('termination handled', { instanceId: parsed.instanceId, outcome });
+        metrics.add(retireMetrics(outcome));
         return { status: 'retired', outcome };
       }
       if (parsed.state !== 'running') {
@@ -49,6 +52,7 @@ export async function handler(
         invocationId: context.awsRequestId,
       });
       log.info('allocation finished', { instanceId: parsed.instanceId, outcome });
+      metrics.add(allocationMetrics(outcome));
       return { status: 'allocated', outcome };
     }
   }

@@ -1,5 +1,6 @@
 import type { DynamoDBBatchResponse } from 'aws-lambda';
 import { createLog } from '../runtime/logger.ts';
+import { MetricsSink, syncMetrics, tallySyncs } from '../runtime/metrics.ts';
 import {
   SyncAllFailedError,
   type SyncAllSummary,
@@ -13,6 +14,7 @@ import { parseSyncRequest } from './request.ts';
 
 const log = createLog('serverless-eni-ipam-sync');
 const dependencies = buildSyncDependencies(process.env, log);
+const metrics = new MetricsSink();
 
 export type SyncHandlerResult = DynamoDBBatchResponse | SyncNodeSummary | SyncAllSummary;
 
@@ -27,6 +29,14 @@ export type SyncHandlerResult = DynamoDBBatchResponse | SyncNodeSummary | SyncAl
  * - anything else: throws `InvalidInputError`, having written nothing.
  */
 export async function handler(event: unknown): Promise<SyncHandlerResult> {
+  try {
+    return await handle(event);
+  } finally {
+    metrics.flush();
+  }
+}
+
+async function handle(event: unknown): Promise<SyncHandlerResult> {
   let request: ReturnType<typeof parseSyncRequest>;
   try {
     request = parseSyncRequest(event);
@@ -35,10 +45,14 @@ export async function handler(event: unknown): Promise<SyncHandlerResult> {
     throw error;
   }
   switch (request.kind) {
-    case 'one':
-      return await syncNode(request.instanceId, dependencies);
+    case 'one': {
+      const summary = await syncNode(request.instanceId, dependencies);
+      metrics.add(syncMetrics(tallySyncs([summary], 0)));
+      return summary;
+    }
     case 'all': {
       const summary = await syncAll(dependencies, { concurrency: dependencies.concurrency });
+      metrics.add(syncMetrics({ ...summary, failed: summary.failed.length }));
       if (summary.failed.length > 0) throw new SyncAllFailedError(summary);
       return summary;
     }
@@ -53,6 +67,14 @@ export async function handler(event: unknown): Promise<SyncHandlerResult> {
         toSync.map((record) => record.instanceId),
         dependencies,
         { concurrency: dependencies.concurrency },
+      );
+      metrics.add(
+        syncMetrics(
+          tallySyncs(
+            results.flatMap((result) => (result.ok ? [result.summary] : [])),
+            results.filter((result) => !result.ok).length,
+          ),
+        ),
       );
       const failedInstances = new Set(
         results.filter((result) => !result.ok).map((result) => result.instanceId),
