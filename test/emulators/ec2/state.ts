@@ -51,6 +51,14 @@ export const INSTANCE_STATE_CODES: Readonly<Record<InstanceStateName, number>> =
 
 export type NetworkInterfaceStatus = 'available' | 'in-use';
 
+/** One instance state transition, as EC2 reports it in an `EC2 Instance State-change Notification`. */
+export interface InstanceStateChange {
+  readonly instanceId: string;
+  readonly state: InstanceStateName;
+}
+
+export type InstanceStateChangeListener = (change: InstanceStateChange) => void;
+
 export interface VpcRecord {
   readonly vpcId: string;
   readonly cidrBlock: string;
@@ -297,6 +305,7 @@ export class Ec2State {
   /** CreateNetworkInterface ClientToken -> (request fingerprint, ENI id). */
   private readonly clientTokens = new Map<string, { fingerprint: string; networkInterfaceId: string }>();
   private readonly idCounters = new Map<string, number>();
+  private readonly stateChangeListeners = new Set<InstanceStateChangeListener>();
   private sequence = 0;
 
   constructor(options: Ec2StateOptions = {}) {
@@ -318,6 +327,20 @@ export class Ec2State {
 
   setEventualConsistencyMs(milliseconds: number): void {
     this.eventualConsistencyMs = milliseconds;
+  }
+
+  /**
+   * Calls `listener` synchronously after every instance state transition: a launch reports
+   * `pending` then `running` (then the requested state, if another), as EC2 emits one state-change
+   * event per transition. Listeners must not throw. Returns the unsubscribe function.
+   */
+  onInstanceStateChange(listener: InstanceStateChangeListener): () => void {
+    this.stateChangeListeners.add(listener);
+    return () => this.stateChangeListeners.delete(listener);
+  }
+
+  private emitStateChange(instanceId: string, state: InstanceStateName): void {
+    for (const listener of this.stateChangeListeners) listener({ instanceId, state });
   }
 
   /** Adds or overrides an instance type's limits (e.g. a tiny type for limit tests). */
@@ -496,6 +519,8 @@ export class Ec2State {
       tags: { ...input.tags },
     };
     this.instanceRecords.set(instanceId, instance);
+    this.emitStateChange(instanceId, 'pending');
+    this.emitStateChange(instanceId, 'running');
     if (input.state && input.state !== 'running') this.setInstanceState(instanceId, input.state);
     return structuredClone(instance);
   }
@@ -503,13 +528,19 @@ export class Ec2State {
   /**
    * Moves an instance to a state. Reaching `terminated` mirrors EC2: ENIs attached with
    * DeleteOnTermination are deleted (their addresses return to the subnet), the others are
-   * detached and become `available`. A terminated instance never changes state again.
+   * detached and become `available`. A terminated instance never changes state again. A real
+   * transition (not a no-op) is reported to `onInstanceStateChange` listeners.
    */
   setInstanceState(instanceId: string, state: InstanceStateName): void {
     const instance = this.instanceRecord(instanceId);
     if (instance.state === 'terminated') throw new Error(`${instanceId} is terminated`);
+    const previous = instance.state;
     instance.state = state;
-    if (state !== 'terminated') return;
+    if (state === 'terminated') this.releaseEnisOfTerminated(instanceId);
+    if (state !== previous) this.emitStateChange(instanceId, state);
+  }
+
+  private releaseEnisOfTerminated(instanceId: string): void {
     for (const eni of this.liveEnis()) {
       if (eni.attachment?.instanceId !== instanceId) continue;
       if (eni.attachment.deleteOnTermination) {

@@ -1,0 +1,591 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  CreateTableCommand,
+  DeleteTableCommand,
+  DynamoDBClient,
+  UpdateTimeToLiveCommand,
+} from '@aws-sdk/client-dynamodb';
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
+import { DynamoNodeRecordStore } from '../../functions/aws/node-table.ts';
+import { EC2_STATE_CHANGE_DETAIL_TYPE } from '../../functions/core/events.ts';
+import type { NodeRecord } from '../../functions/core/model.ts';
+import {
+  type ClusterSeed,
+  type Ec2Emulator,
+  type InstanceRecord,
+  startEc2Emulator,
+} from '../emulators/ec2/index.ts';
+import { type K8sEmulator, startK8sEmulator } from '../emulators/k8s/index.ts';
+import { type DynamoDbLocal, startDynamoDbLocal } from '../support/dynamodb-local.ts';
+import { registerCiliumNode } from './cilium-agent.ts';
+import { type AsyncInvocationFailure, AsyncInvoker, type BusEvent, EventBus } from './event-bus.ts';
+import {
+  type FunctionStats,
+  type InvocationResult,
+  LambdaFunctionRunner,
+  type LogSink,
+} from './lambda-runner.ts';
+import { Scheduler, scheduledEvent } from './scheduler.ts';
+import { type DiscardedBatch, StreamPoller, type StreamPollerStats } from './stream-poller.ts';
+import { type CloudSummary, summarize } from './summary.ts';
+import { readSynthesizedStack, type SynthesizedStack, synthesizeStack } from './synthesize.ts';
+import {
+  type FunctionDefinition,
+  type LocalValues,
+  readStackModel,
+  resolveEnvironment,
+  type StackModel,
+  type TableDefinition,
+  TemplateError,
+} from './template.ts';
+
+/**
+ * The local cloud: runs what `cdk synth` produced (the bundled function assets with the
+ * template's environment, its EventBridge rules and schedules, its stream event-source mapping)
+ * against the local stand-ins: DynamoDB Local (the node table created from the template), the EC2
+ * emulator (a seeded cluster) and the Kubernetes emulator (through a kubeconfig). Nothing leaves
+ * 127.0.0.0/8: every AWS endpoint points at a stand-in, and the catch-all AWS_ENDPOINT_URL at a
+ * closed loopback port.
+ */
+
+export const LOCAL_REGION = 'us-east-1';
+export const LOCAL_ACCOUNT = '123456789012';
+/** Nothing listens on the discard port: any AWS service without a stand-in fails fast, locally. */
+const NOWHERE = 'http://127.0.0.1:9';
+const LOCAL_CREDENTIALS = {
+  accessKeyId: 'AKIDLOCALCLOUD',
+  secretAccessKey: 'local-cloud-secret',
+  sessionToken: 'local-cloud-session',
+};
+
+export interface LocalCloudOptions {
+  /** An already synthesized stack (e.g. shared by a bench); default: synthesize now, in-process. */
+  readonly stack?: SynthesizedStack | { readonly assemblyDirectory: string; readonly stackName: string };
+  /** Extra CDK context when synthesizing here. */
+  readonly context?: Readonly<Record<string, unknown>>;
+  /** Use a running DynamoDB Local (e.g. the test run's); default: start one for this cloud. */
+  readonly dynamoDbEndpoint?: string;
+  /** Schedules divided by this: 60 runs `rate(1 minute)` every second. Default 1. Also scales Lambda's async retry waits. */
+  readonly timeScale?: number;
+  /** Start schedule timers (default true); `fireSchedules()` works either way. */
+  readonly runSchedules?: boolean;
+  /** Publish EC2 state-change events to the bus as instances change state (default true). */
+  readonly ec2Events?: boolean;
+  /** Register a CiliumNode, as cilium-agent would, when an instance starts running (default true). */
+  readonly simulateAgents?: boolean;
+  /** Delay between `running` and the simulated agent's registration (default 0). */
+  readonly agentDelayMs?: number;
+  /** Containers per function when the template sets no reserved concurrency (default 4). */
+  readonly maxConcurrencyPerFunction?: number;
+  /** Variables added to (or overriding) every function's environment, after the local endpoints. */
+  readonly environment?: Readonly<Record<string, string>>;
+  /** Stream polling period (default 250 ms, Lambda's 4 polls a second). */
+  readonly streamPollIntervalMs?: number;
+  /** Where function log lines go; default: kept in `logs` (the last 5,000). */
+  readonly onLog?: LogSink;
+  /** Options for the EC2 emulator (throttling, eventual consistency...). */
+  readonly ec2?: Parameters<typeof startEc2Emulator>[0];
+}
+
+export interface LocalCloud {
+  readonly stack: SynthesizedStack;
+  readonly model: StackModel;
+  readonly ec2: Ec2Emulator;
+  readonly cluster: ClusterSeed;
+  readonly k8s: K8sEmulator;
+  readonly kubeconfigPath: string;
+  readonly table: {
+    readonly name: string;
+    readonly streamArn: string;
+    readonly endpoint: string;
+    readonly client: DynamoDBClient;
+    readonly store: DynamoNodeRecordStore;
+  };
+  /** Function name by logical id, as CloudFormation would have named them. */
+  readonly functionNames: Readonly<Record<string, string>>;
+  /** Log lines of every function when no `onLog` was given (most recent last). */
+  readonly logs: readonly { functionName: string; stream: 'stdout' | 'stderr'; text: string }[];
+  /** Invokes the function whose logical id starts with `functionLogicalIdPrefix` (RequestResponse). */
+  invoke(functionLogicalIdPrefix: string, event: unknown): Promise<InvocationResult>;
+  /** Puts an event on the bus; resolves when the invocations it caused are done. */
+  putEvent(event: BusEvent): Promise<string[]>;
+  /** Publishes an `EC2 Instance State-change Notification` for the instance and state. */
+  emitEc2Event(instanceId: string, state: string): Promise<string[]>;
+  /** Launches an instance of the cluster (tagged for it) in a node subnet; events follow. */
+  launchInstance(instanceType: string, options?: { subnet?: 'nodesA' | 'nodesB' }): InstanceRecord;
+  /** Fires every schedule rule now; resolves when the invocations are done. */
+  fireSchedules(): Promise<void>;
+  /** Processes the table's stream until everything written so far reached the sync function. */
+  drainStream(): Promise<void>;
+  /** Waits until no event, schedule or stream invocation is pending (drains the stream too). */
+  settle(): Promise<void>;
+  /** Polls `condition` until it is true; rejects after `timeoutMs` (default 20 s) with `description`. */
+  waitUntil(
+    condition: () => boolean | Promise<boolean>,
+    options?: { timeoutMs?: number; intervalMs?: number; description?: string },
+  ): Promise<void>;
+  /** Node records of every instance, by instance id. */
+  records(): Promise<Map<string, NodeRecord>>;
+  /** The summary of the instances launched (or of `instanceIds`). */
+  summary(instanceIds?: readonly string[]): Promise<CloudSummary>;
+  /** Invocation counters per function logical id. */
+  functionStats(): Record<string, FunctionStats>;
+  streamStats(): StreamPollerStats;
+  /** Stream records given up on (the mapping's on-failure destination). */
+  readonly streamFailures: readonly DiscardedBatch[];
+  /** Asynchronous invocations given up on after Lambda's retries. */
+  readonly asyncFailures: readonly AsyncInvocationFailure[];
+  /** Instance ids launched through `launchInstance`, in order. */
+  readonly launched: readonly string[];
+  stop(): Promise<void>;
+}
+
+export async function startLocalCloud(options: LocalCloudOptions = {}): Promise<LocalCloud> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const stopAll = async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) {
+      try {
+        await cleanup();
+      } catch (error) {
+        console.error(`local cloud: cleanup failed: ${(error as Error).message}`);
+      }
+    }
+  };
+  try {
+    return await start(options, cleanups, stopAll);
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+async function start(
+  options: LocalCloudOptions,
+  cleanups: (() => Promise<void> | void)[],
+  stopAll: () => Promise<void>,
+): Promise<LocalCloud> {
+  const timeScale = options.timeScale ?? 1;
+  // The stand-ins start while the stack synthesizes (bundling is the slow part).
+  const [stackOutcome, dynamoDbOutcome, ec2Outcome, k8sOutcome] = await Promise.allSettled([
+    loadStack(options),
+    options.dynamoDbEndpoint === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
+    startEc2Emulator(options.ec2 ?? {}),
+    startK8sEmulator(),
+  ]);
+  if (dynamoDbOutcome.status === 'fulfilled' && dynamoDbOutcome.value) {
+    const dynamoDbLocal = dynamoDbOutcome.value;
+    cleanups.push(() => dynamoDbLocal.stop());
+  }
+  if (ec2Outcome.status === 'fulfilled') cleanups.push(() => ec2Outcome.value.close());
+  if (k8sOutcome.status === 'fulfilled') cleanups.push(() => k8sOutcome.value.close());
+  if (stackOutcome.status === 'fulfilled' && stackOutcome.value.synthesizedHere) {
+    const { assemblyDirectory } = stackOutcome.value.stack;
+    cleanups.push(() => rmSync(assemblyDirectory, { recursive: true, force: true }));
+  }
+  for (const outcome of [stackOutcome, dynamoDbOutcome, ec2Outcome, k8sOutcome]) {
+    if (outcome.status === 'rejected') throw outcome.reason;
+  }
+  const { stack } = (stackOutcome as PromiseFulfilledResult<{ stack: SynthesizedStack }>).value;
+  const dynamoDb = (dynamoDbOutcome as PromiseFulfilledResult<DynamoDbLocal | undefined>).value;
+  const ec2 = (ec2Outcome as PromiseFulfilledResult<Ec2Emulator>).value;
+  const k8s = (k8sOutcome as PromiseFulfilledResult<K8sEmulator>).value;
+
+  const model = readStackModel(stack.template, stack.assemblyDirectory);
+  const [tableDefinition, ...otherTables] = model.tables;
+  if (tableDefinition === undefined || otherTables.length > 0) {
+    throw new TemplateError(
+      `expected exactly one DynamoDB table in ${stack.stackName}, found ${model.tables.length}`,
+    );
+  }
+  const clusterName = clusterNameOf(stack);
+
+  const dynamoDbEndpoint = (options.dynamoDbEndpoint ?? (dynamoDb as DynamoDbLocal).endpoint).replace(
+    /\/$/,
+    '',
+  );
+  assertLoopback(dynamoDbEndpoint);
+  const cluster = ec2.state.seedCluster({ clusterName });
+  const workDirectory = mkdtempSync(join(tmpdir(), 'local-cloud-'));
+  cleanups.push(() => rmSync(workDirectory, { recursive: true, force: true }));
+  const kubeconfigPath = k8s.writeKubeconfig(workDirectory);
+
+  const awsClientConfig = {
+    region: LOCAL_REGION,
+    credentials: LOCAL_CREDENTIALS,
+    endpoint: dynamoDbEndpoint,
+  };
+  const dynamoDbClient = new DynamoDBClient(awsClientConfig);
+  const streamsClient = new DynamoDBStreamsClient(awsClientConfig);
+  cleanups.push(
+    () => dynamoDbClient.destroy(),
+    () => streamsClient.destroy(),
+  );
+  const table = await createTableFromTemplate(dynamoDbClient, stack.stackName, tableDefinition);
+  cleanups.push(async () => {
+    if (options.dynamoDbEndpoint !== undefined) {
+      await dynamoDbClient.send(new DeleteTableCommand({ TableName: table.name }));
+    }
+  });
+
+  // ---- functions
+  const functionNames = Object.fromEntries(
+    model.functions.map((definition) => [
+      definition.logicalId,
+      physicalName(stack.stackName, definition.logicalId),
+    ]),
+  );
+  const functionArn = (logicalId: string) =>
+    `arn:aws:lambda:${LOCAL_REGION}:${LOCAL_ACCOUNT}:function:${functionNames[logicalId]}`;
+  const localValues: LocalValues = {
+    ref: (logicalId) => (logicalId === tableDefinition.logicalId ? table.name : functionNames[logicalId]),
+    getAtt: (logicalId, attribute) => {
+      if (logicalId === tableDefinition.logicalId) {
+        if (attribute === 'Arn')
+          return `arn:aws:dynamodb:${LOCAL_REGION}:${LOCAL_ACCOUNT}:table/${table.name}`;
+        if (attribute === 'StreamArn') return table.streamArn;
+      }
+      if (functionNames[logicalId] !== undefined && attribute === 'Arn') return functionArn(logicalId);
+      return undefined;
+    },
+    pseudo: {
+      'AWS::Region': LOCAL_REGION,
+      'AWS::AccountId': LOCAL_ACCOUNT,
+      'AWS::Partition': 'aws',
+      'AWS::URLSuffix': 'amazonaws.com',
+      'AWS::StackName': stack.stackName,
+    },
+  };
+  const logs: { functionName: string; stream: 'stdout' | 'stderr'; text: string }[] = [];
+  const onLog: LogSink =
+    options.onLog ??
+    ((line) => {
+      logs.push(line);
+      if (logs.length > 5_000) logs.splice(0, logs.length - 5_000);
+    });
+  const endpoints = {
+    AWS_ENDPOINT_URL: NOWHERE,
+    AWS_ENDPOINT_URL_EC2: ec2.url,
+    AWS_ENDPOINT_URL_DYNAMODB: dynamoDbEndpoint,
+    AWS_ENDPOINT_URL_DYNAMODB_STREAMS: dynamoDbEndpoint,
+  };
+  for (const url of Object.values(endpoints)) assertLoopback(url);
+  const runners = new Map<string, LambdaFunctionRunner>();
+  for (const definition of model.functions) {
+    const functionName = functionNames[definition.logicalId] as string;
+    const environment = {
+      ...resolveEnvironment(definition, localValues),
+      ...lambdaRuntimeVariables(definition, functionName),
+      AWS_REGION: LOCAL_REGION,
+      AWS_DEFAULT_REGION: LOCAL_REGION,
+      AWS_ACCESS_KEY_ID: LOCAL_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: LOCAL_CREDENTIALS.secretAccessKey,
+      AWS_SESSION_TOKEN: LOCAL_CREDENTIALS.sessionToken,
+      ...endpoints,
+      KUBECONFIG: kubeconfigPath,
+      // The bundle targets the Lambda runtime's Node.js; the local one may be older.
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      ...options.environment,
+    };
+    runners.set(
+      definition.logicalId,
+      new LambdaFunctionRunner(
+        {
+          functionName,
+          functionArn: functionArn(definition.logicalId),
+          entryFile: definition.entryFile,
+          handlerExport: definition.handlerExport,
+          environment,
+          timeoutMs: definition.timeoutSeconds * 1000,
+          memorySizeMb: definition.memorySizeMb,
+          maxConcurrency: definition.reservedConcurrency ?? options.maxConcurrencyPerFunction ?? 4,
+        },
+        onLog,
+      ),
+    );
+  }
+  cleanups.push(() => Promise.all([...runners.values()].map((runner) => runner.stop())).then(() => {}));
+  const invokeByLogicalId = (logicalId: string, event: unknown): Promise<InvocationResult> => {
+    const runner = runners.get(logicalId);
+    if (runner === undefined) throw new TemplateError(`no function ${logicalId} in ${stack.stackName}`);
+    return runner.invoke(event);
+  };
+  const findFunction = (prefix: string): string => {
+    const matches = model.functions.filter((definition) => definition.logicalId.startsWith(prefix));
+    if (matches.length !== 1) {
+      throw new TemplateError(
+        `${matches.length === 0 ? 'no' : 'more than one'} function whose logical id starts with ${JSON.stringify(prefix)} (have ${model.functions.map((f) => f.logicalId).join(', ')})`,
+      );
+    }
+    return (matches[0] as FunctionDefinition).logicalId;
+  };
+
+  // ---- event routing
+  // Lambda's async retry waits (about 1 and 2 minutes), on the cloud's time scale.
+  const asyncInvoker = new AsyncInvoker(invokeByLogicalId, {
+    retryDelaysMs: [60_000 / timeScale, 120_000 / timeScale],
+  });
+  cleanups.push(() => asyncInvoker.stop());
+  const envelope = { account: LOCAL_ACCOUNT, region: LOCAL_REGION };
+  const bus = new EventBus(model.rules, asyncInvoker, envelope);
+  const scheduler = new Scheduler(
+    model.rules,
+    async (rule) => {
+      const ruleArn = `arn:aws:events:${LOCAL_REGION}:${LOCAL_ACCOUNT}:rule/${physicalName(stack.stackName, rule.logicalId)}`;
+      await Promise.all(
+        rule.targets.map((target) =>
+          asyncInvoker.send(
+            target.functionLogicalId,
+            target.input === undefined ? scheduledEvent(ruleArn, envelope) : structuredClone(target.input),
+            `rule:${rule.logicalId}`,
+          ),
+        ),
+      );
+    },
+    timeScale,
+  );
+  cleanups.push(() => scheduler.stop());
+  const pollers = model.streamMappings
+    .filter((mapping) => mapping.tableLogicalId === tableDefinition.logicalId)
+    .map(
+      (mapping) =>
+        new StreamPoller({
+          client: streamsClient,
+          streamArn: table.streamArn,
+          region: LOCAL_REGION,
+          mapping,
+          invoke: (event) => invokeByLogicalId(mapping.functionLogicalId, event),
+          ...(options.streamPollIntervalMs === undefined
+            ? {}
+            : { pollIntervalMs: options.streamPollIntervalMs }),
+        }),
+    );
+  cleanups.push(() => Promise.all(pollers.map((poller) => poller.stop())).then(() => {}));
+
+  const emitEc2Event = (instanceId: string, state: string) =>
+    bus.put({
+      source: 'aws.ec2',
+      'detail-type': EC2_STATE_CHANGE_DETAIL_TYPE,
+      resources: [`arn:aws:ec2:${LOCAL_REGION}:${LOCAL_ACCOUNT}:instance/${instanceId}`],
+      detail: { 'instance-id': instanceId, state },
+    });
+  const agentTimers = new Set<NodeJS.Timeout>();
+  cleanups.push(() => {
+    for (const timer of agentTimers) clearTimeout(timer);
+  });
+  const agentFailures: Error[] = [];
+  const unsubscribe = ec2.state.onInstanceStateChange(({ instanceId, state }) => {
+    if (options.ec2Events !== false) void emitEc2Event(instanceId, state);
+    if (state === 'running' && options.simulateAgents !== false) {
+      const nodeName = ec2.state.instance(instanceId)?.privateDnsName ?? instanceId;
+      const timer = setTimeout(() => {
+        agentTimers.delete(timer);
+        try {
+          registerCiliumNode(k8s, nodeName, instanceId);
+        } catch (error) {
+          agentFailures.push(error as Error);
+        }
+      }, options.agentDelayMs ?? 0);
+      agentTimers.add(timer);
+    }
+  });
+  cleanups.push(unsubscribe);
+
+  if (options.runSchedules !== false) scheduler.start();
+  for (const poller of pollers) poller.start();
+
+  const store = new DynamoNodeRecordStore(dynamoDbClient, table.name);
+  const launched: string[] = [];
+  const drainStream = async () => {
+    for (const poller of pollers) await poller.drain();
+  };
+  const settle = async () => {
+    for (let round = 0; round < 100; round++) {
+      await asyncInvoker.idle();
+      await drainStream();
+      const busy = Object.values(functionStatsOf(runners)).some((stats) => stats.running + stats.waiting > 0);
+      if (asyncInvoker.pending() === 0 && agentTimers.size === 0 && !busy) return;
+      await sleep(20);
+    }
+  };
+  const records = async () => {
+    const all = new Map<string, NodeRecord>();
+    let pageToken: string | undefined;
+    do {
+      const page = await store.listPage(pageToken);
+      for (const record of page.records) all.set(record.instanceId, record);
+      pageToken = page.nextPageToken;
+    } while (pageToken !== undefined);
+    return all;
+  };
+
+  return {
+    stack,
+    model,
+    ec2,
+    cluster,
+    k8s,
+    kubeconfigPath,
+    table: { ...table, endpoint: dynamoDbEndpoint, client: dynamoDbClient, store },
+    functionNames,
+    logs,
+    invoke: (prefix, event) => invokeByLogicalId(findFunction(prefix), event),
+    putEvent: (event) => bus.put(event),
+    emitEc2Event,
+    launchInstance: (instanceType, launchOptions = {}) => {
+      const subnet =
+        cluster.subnets[launchOptions.subnet ?? (launched.length % 2 === 0 ? 'nodesA' : 'nodesB')];
+      const instance = ec2.state.launchInstance({
+        instanceType,
+        subnetId: subnet.subnetId,
+        securityGroupIds: [cluster.securityGroups.nodes.groupId],
+        tags: { [`kubernetes.io/cluster/${clusterName}`]: 'owned', Name: `${clusterName}-node` },
+      });
+      launched.push(instance.instanceId);
+      return instance;
+    },
+    fireSchedules: () => scheduler.fireAll(),
+    drainStream,
+    settle,
+    waitUntil: async (condition, waitOptions = {}) => {
+      const deadline = Date.now() + (waitOptions.timeoutMs ?? 20_000);
+      while (!(await condition())) {
+        if (agentFailures.length > 0) throw agentFailures[0];
+        if (Date.now() > deadline) {
+          throw new Error(`timed out waiting for ${waitOptions.description ?? 'the condition'}`);
+        }
+        await sleep(waitOptions.intervalMs ?? 50);
+      }
+    },
+    records,
+    summary: async (instanceIds = launched) => summarize(ec2.state, k8s, await records(), instanceIds),
+    functionStats: () => functionStatsOf(runners),
+    streamStats: () => {
+      const all = pollers.map((poller) => poller.stats());
+      return {
+        recordsRead: sum(all.map((stats) => stats.recordsRead)),
+        batchesInvoked: sum(all.map((stats) => stats.batchesInvoked)),
+        batchFailures: sum(all.map((stats) => stats.batchFailures)),
+        recordsDiscarded: sum(all.map((stats) => stats.recordsDiscarded)),
+      };
+    },
+    get streamFailures() {
+      return pollers.flatMap((poller) => poller.discarded);
+    },
+    asyncFailures: asyncInvoker.failures,
+    launched,
+    stop: stopAll,
+  };
+}
+
+async function loadStack(
+  options: LocalCloudOptions,
+): Promise<{ stack: SynthesizedStack; synthesizedHere: boolean }> {
+  if (options.stack === undefined) {
+    const stack = await synthesizeStack({ ...(options.context ? { context: options.context } : {}) });
+    return { stack, synthesizedHere: true };
+  }
+  const stack =
+    'template' in options.stack
+      ? options.stack
+      : readSynthesizedStack(options.stack.assemblyDirectory, options.stack.stackName);
+  return { stack, synthesizedHere: false };
+}
+
+/**
+ * Creates the node table from the template's `AWS::DynamoDB::Table` properties (keys, stream view
+ * type, TTL attribute), as CloudFormation would: so the functions run against the table the stack
+ * declares, not one the tests believe in.
+ */
+async function createTableFromTemplate(
+  client: DynamoDBClient,
+  stackName: string,
+  definition: TableDefinition,
+): Promise<{ name: string; streamArn: string }> {
+  if (definition.streamViewType === undefined) {
+    throw new TemplateError(
+      `${definition.logicalId} has no stream, but the stack maps its stream to a function`,
+    );
+  }
+  const name = physicalName(stackName, definition.logicalId);
+  const created = await client.send(
+    new CreateTableCommand({
+      TableName: name,
+      KeySchema: [...definition.keySchema],
+      AttributeDefinitions: [...definition.attributeDefinitions],
+      BillingMode: definition.billingMode === 'PAY_PER_REQUEST' ? 'PAY_PER_REQUEST' : 'PROVISIONED',
+      ...(definition.billingMode === 'PAY_PER_REQUEST'
+        ? {}
+        : { ProvisionedThroughput: { ReadCapacityUnits: 1000, WriteCapacityUnits: 1000 } }),
+      StreamSpecification: { StreamEnabled: true, StreamViewType: definition.streamViewType },
+    }),
+  );
+  if (definition.timeToLiveAttribute !== undefined) {
+    await client.send(
+      new UpdateTimeToLiveCommand({
+        TableName: name,
+        TimeToLiveSpecification: { AttributeName: definition.timeToLiveAttribute, Enabled: true },
+      }),
+    );
+  }
+  const streamArn = created.TableDescription?.LatestStreamArn;
+  if (!streamArn) throw new Error(`DynamoDB Local created ${name} without a stream`);
+  return { name, streamArn };
+}
+
+/** The variables the Lambda runtime itself sets in every execution environment. */
+function lambdaRuntimeVariables(
+  definition: FunctionDefinition,
+  functionName: string,
+): Record<string, string> {
+  return {
+    AWS_LAMBDA_FUNCTION_NAME: functionName,
+    AWS_LAMBDA_FUNCTION_VERSION: '$LATEST',
+    AWS_LAMBDA_FUNCTION_MEMORY_SIZE: String(definition.memorySizeMb),
+    AWS_LAMBDA_LOG_GROUP_NAME: `/aws/lambda/${functionName}`,
+    AWS_EXECUTION_ENV: `AWS_Lambda_${definition.runtime}`,
+    LAMBDA_TASK_ROOT: definition.assetDirectory,
+    TZ: ':UTC',
+  };
+}
+
+/** CloudFormation-style physical name: `<stack>-<logicalId>-<random suffix>`. */
+function physicalName(stackName: string, logicalId: string): string {
+  const suffix = randomBytes(6).toString('hex').toUpperCase();
+  return `${stackName}-${logicalId}-${suffix}`.slice(0, 64);
+}
+
+/**
+ * The cluster the stack was synthesized for (context `eni-ipam:clusterName`), as the template
+ * carries it: the allocating functions' CLUSTER_NAME.
+ */
+function clusterNameOf(stack: SynthesizedStack): string {
+  for (const resource of Object.values(stack.template.Resources)) {
+    const variables = (
+      resource.Properties?.Environment as { Variables?: Record<string, unknown> } | undefined
+    )?.Variables;
+    if (typeof variables?.CLUSTER_NAME === 'string') return variables.CLUSTER_NAME;
+  }
+  throw new TemplateError(`no function of ${stack.stackName} names its cluster (CLUSTER_NAME)`);
+}
+
+function functionStatsOf(runners: Map<string, LambdaFunctionRunner>): Record<string, FunctionStats> {
+  return Object.fromEntries([...runners].map(([logicalId, runner]) => [logicalId, runner.stats()]));
+}
+
+function assertLoopback(url: string): void {
+  const { hostname } = new URL(url);
+  if (!/^127\.\d+\.\d+\.\d+$/.test(hostname)) {
+    throw new Error(`the local cloud only talks to 127.0.0.0/8, not ${url}`);
+  }
+}
+
+function sleep(milliseconds: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, milliseconds));
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((total, value) => total + value, 0);
+}

@@ -1,0 +1,162 @@
+import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
+import { RECORD_VERSION_ANNOTATION } from '../../functions/core/ciliumnode.ts';
+import { checkRightNode, checkStatusCoversSpec, type Violation } from '../../functions/core/invariants.ts';
+import type { NodeRecord } from '../../functions/core/model.ts';
+import type { Ec2State } from '../emulators/ec2/index.ts';
+import type { K8sEmulator } from '../emulators/k8s/index.ts';
+
+/**
+ * What the local cloud shows: per instance, EC2's view, its node record and its CiliumNode, and
+ * the invariants judged over EVERY version of the CiliumNode the Kubernetes emulator recorded
+ * (DESIGN.md invariants 1 and 6: what any watcher could have seen, not just the last state).
+ */
+
+export interface NodeSummary {
+  readonly instanceId: string;
+  readonly instanceType: string;
+  readonly state: string;
+  readonly nodeName: string;
+  readonly record?: {
+    readonly version: number;
+    readonly lifecycle: NodeRecord['lifecycle'];
+    readonly enis: number;
+    /** Secondary IPs plus prefix addresses recorded on the node's ENIs. */
+    readonly ips: number;
+  };
+  readonly ciliumNode?: {
+    readonly resourceVersion: string;
+    /** How many versions of it were stored. */
+    readonly versions: number;
+    readonly poolSize: number;
+    readonly statusEnis: number;
+    /** The node-record version the sync last published (its annotation), if any. */
+    readonly syncedRecordVersion?: number;
+  };
+  readonly violations: readonly Violation[];
+  /** Recorded with IPs, CiliumNode published from the latest record version, pool non-empty, no violation. */
+  readonly ready: boolean;
+}
+
+export interface CloudSummary {
+  readonly nodes: readonly NodeSummary[];
+  readonly readyNodes: number;
+  readonly violations: number;
+}
+
+export function summarize(
+  ec2: Ec2State,
+  k8s: K8sEmulator,
+  records: ReadonlyMap<string, NodeRecord>,
+  instanceIds: readonly string[],
+): CloudSummary {
+  const nodes = instanceIds.map((instanceId) => summarizeNode(ec2, k8s, records.get(instanceId), instanceId));
+  return {
+    nodes,
+    readyNodes: nodes.filter((node) => node.ready).length,
+    violations: nodes.reduce((sum, node) => sum + node.violations.length, 0),
+  };
+}
+
+function summarizeNode(
+  ec2: Ec2State,
+  k8s: K8sEmulator,
+  record: NodeRecord | undefined,
+  instanceId: string,
+): NodeSummary {
+  const instance = ec2.instance(instanceId);
+  const nodeName = record?.nodeName ?? instance?.privateDnsName ?? instanceId;
+  const history = k8s.history(nodeName).filter((entry) => entry.type !== 'DELETED');
+  const violations = history.flatMap((entry) => {
+    const version = entry.object as unknown as CiliumNode;
+    return [...checkStatusCoversSpec(version), ...checkRightNode(version, instanceId)].map((violation) => ({
+      ...violation,
+      message: `rv ${entry.resourceVersion}: ${violation.message}`,
+    }));
+  });
+  const current = k8s.store.get(nodeName) as unknown as CiliumNode | undefined;
+  const annotation = current?.metadata.annotations?.[RECORD_VERSION_ANNOTATION];
+  const poolSize = Object.keys(current?.spec?.ipam?.pool ?? {}).length;
+  const recordSummary =
+    record === undefined
+      ? undefined
+      : {
+          version: record.version,
+          lifecycle: record.lifecycle,
+          enis: record.enis.length,
+          ips: record.enis.reduce((sum, eni) => sum + eni.secondaryIps.length + eni.prefixes.length * 16, 0),
+        };
+  const ciliumNode =
+    current === undefined
+      ? undefined
+      : {
+          resourceVersion: current.metadata.resourceVersion ?? '',
+          versions: history.length,
+          poolSize,
+          statusEnis: Object.keys(current.status?.eni?.enis ?? {}).length,
+          ...(annotation === undefined ? {} : { syncedRecordVersion: Number(annotation) }),
+        };
+  const ready =
+    recordSummary !== undefined &&
+    recordSummary.lifecycle === 'active' &&
+    recordSummary.ips > 0 &&
+    ciliumNode !== undefined &&
+    ciliumNode.poolSize > 0 &&
+    ciliumNode.syncedRecordVersion === recordSummary.version &&
+    violations.length === 0;
+  return {
+    instanceId,
+    instanceType: instance?.instanceType ?? '?',
+    state: instance?.state ?? 'unknown',
+    nodeName,
+    ...(recordSummary === undefined ? {} : { record: recordSummary }),
+    ...(ciliumNode === undefined ? {} : { ciliumNode }),
+    violations,
+    ready,
+  };
+}
+
+/** A fixed-width table of the nodes, then the first violations, if any. */
+export function renderSummary(summary: CloudSummary): string {
+  const header = [
+    'INSTANCE',
+    'TYPE',
+    'STATE',
+    'CILIUMNODE',
+    'RECORD',
+    'ENIS',
+    'IPS',
+    'CN RV',
+    'VERSIONS',
+    'POOL',
+    'SYNCED',
+    'READY',
+  ];
+  const rows = summary.nodes.map((node) => [
+    node.instanceId,
+    node.instanceType,
+    node.state,
+    node.nodeName,
+    node.record ? `v${node.record.version}${node.record.lifecycle === 'retired' ? ' retired' : ''}` : '-',
+    node.record ? String(node.record.enis) : '-',
+    node.record ? String(node.record.ips) : '-',
+    node.ciliumNode?.resourceVersion ?? '-',
+    node.ciliumNode ? String(node.ciliumNode.versions) : '-',
+    node.ciliumNode ? String(node.ciliumNode.poolSize) : '-',
+    node.ciliumNode?.syncedRecordVersion === undefined ? '-' : `v${node.ciliumNode.syncedRecordVersion}`,
+    node.ready ? 'yes' : node.violations.length > 0 ? 'VIOLATION' : 'no',
+  ]);
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)),
+  );
+  const line = (cells: readonly string[]) =>
+    cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ');
+  const violations = summary.nodes.flatMap((node) =>
+    node.violations.map((violation) => `  ${node.nodeName}: ${violation.message}`),
+  );
+  return [
+    `nodes ${summary.nodes.length}, ready ${summary.readyNodes}, invariant violations ${summary.violations} (status covers spec and right node, over every recorded CiliumNode version)`,
+    line(header),
+    ...rows.map(line),
+    ...(violations.length > 0 ? ['violations:', ...violations.slice(0, 20)] : []),
+  ].join('\n');
+}

@@ -1,0 +1,61 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CloudFormationTemplate } from './template.ts';
+
+/** A synthesized stack: its cloud assembly folder (holding the asset folders) and its template. */
+export interface SynthesizedStack {
+  readonly assemblyDirectory: string;
+  readonly stackName: string;
+  readonly template: CloudFormationTemplate;
+}
+
+export interface SynthesizeOptions {
+  /** Where the cloud assembly goes; default a fresh temp folder. */
+  readonly outdir?: string;
+  /** Context on top of cdk.json's (and of the local defaults below). */
+  readonly context?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * Context the local cloud synthesizes with, on top of cdk.json:
+ * - `aws:cdk:enable-asset-metadata`: what the CDK CLI sets, so each function names its bundled
+ *   asset folder (`aws:asset:path`);
+ * - `eni-ipam:kubernetesAccess: none`: no EKS access entries and no EKS_* variables, so the
+ *   functions reach Kubernetes through KUBECONFIG (the Kubernetes emulator).
+ */
+export const LOCAL_SYNTH_CONTEXT = {
+  'aws:cdk:enable-asset-metadata': true,
+  'eni-ipam:kubernetesAccess': 'none',
+} as const;
+
+/**
+ * Synthesizes the project's CDK app in this process, exactly as `cdk synth` builds it (same app
+ * builder, cdk.json context, cdk-nag validation, esbuild bundling of every function), into
+ * `outdir`. Takes a few seconds: the bundling is real.
+ */
+export async function synthesizeStack(options: SynthesizeOptions = {}): Promise<SynthesizedStack> {
+  const [{ App }, { buildApp, cdkJsonContext, STACK_NAME }] = await Promise.all([
+    import('aws-cdk-lib'),
+    import('../../infra/build-app.ts'),
+  ]);
+  const outdir = options.outdir ?? mkdtempSync(join(tmpdir(), 'local-cloud-cdk-out-'));
+  const { app } = buildApp(
+    new App({ outdir, context: { ...cdkJsonContext(), ...LOCAL_SYNTH_CONTEXT, ...options.context } }),
+  );
+  const assembly = app.synth();
+  const stack = assembly.getStackByName(STACK_NAME);
+  return {
+    assemblyDirectory: assembly.directory,
+    stackName: STACK_NAME,
+    template: stack.template as CloudFormationTemplate,
+  };
+}
+
+/** Reads a stack from an existing cloud assembly (e.g. `npx cdk synth -o <dir>` output). */
+export function readSynthesizedStack(assemblyDirectory: string, stackName: string): SynthesizedStack {
+  const template = JSON.parse(
+    readFileSync(join(assemblyDirectory, `${stackName}.template.json`), 'utf8'),
+  ) as CloudFormationTemplate;
+  return { assemblyDirectory, stackName, template };
+}
