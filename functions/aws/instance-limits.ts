@@ -137,3 +137,26 @@ export const STATIC_INSTANCE_LIMITS: ReadonlyMap<string, InstanceLimits> = new M
     },
   ]),
 );
+
+/**
+ * The port with `describeInstanceLimits` answered by one catalog: build it once per container so
+ * every invocation of a warm container shares the cache.
+ */
+export function withInstanceLimitsCatalog(
+  port: Ec2NetworkPort,
+  options: Omit<InstanceLimitsCatalogOptions, 'describeInstanceLimits'> = {},
+): Ec2NetworkPort {
+  const catalog = new InstanceLimitsCatalog({
+    ...options,
+    describeInstanceLimits: (instanceType) => port.describeInstanceLimits(instanceType),
+  });
+  return new Proxy(port, {
+    get(target, property, receiver) {
+      if (property === 'describeInstanceLimits') {
+        return (instanceType: string) => catalog.limitsFor(instanceType);
+      }
+      const value = Reflect.get(target, property, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}

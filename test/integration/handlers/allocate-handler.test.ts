@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { handler as allocateHandler } from '../../../functions/allocate/index.ts';
+import type { handler as sweepHandler } from '../../../functions/sweep/index.ts';
+import {
+  type AllocationHarness,
+  CLUSTER_NAME,
+  startAllocationHarness,
+} from '../../support/allocation-harness.ts';
+
+/**
+ * The allocate and sweep Lambda handlers as deployed: module-scope dependencies built from the
+ * environment the stack sets, real adapters, the stand-ins reached through the SDK's standard
+ * configuration and KUBECONFIG.
+ */
+
+let harness: AllocationHarness;
+let allocate: typeof allocateHandler;
+let sweepFunction: typeof sweepHandler;
+
+async function importHandlers(variables: Record<string, string | undefined>) {
+  vi.resetModules();
+  vi.stubEnv('POWERTOOLS_LOG_LEVEL', 'SILENT');
+  for (const [name, value] of Object.entries(variables)) vi.stubEnv(name, value);
+  try {
+    return {
+      allocate: (await import('../../../functions/allocate/index.ts')).handler,
+      sweep: (await import('../../../functions/sweep/index.ts')).handler,
+    };
+  } finally {
+    vi.unstubAllEnvs();
+  }
+}
+
+const stateChange = (instanceId: string, state: string) => ({
+  version: '0',
+  id: 'e1',
+  'detail-type': 'EC2 Instance State-change Notification',
+  source: 'aws.ec2',
+  account: '123456789012',
+  time: '2026-01-01T00:00:00Z',
+  region: 'us-east-1',
+  resources: [],
+  detail: { 'instance-id': instanceId, state },
+});
+const context = (id: string) => ({ awsRequestId: id });
+
+beforeAll(async () => {
+  harness = await startAllocationHarness();
+  ({ allocate, sweep: sweepFunction } = await importHandlers({
+    TABLE_NAME: harness.table.tableName,
+    CLUSTER_NAME,
+    CLUSTER_TAG_VALUES: 'owned,shared',
+    KUBECONFIG: harness.k8s.writeKubeconfig(),
+    AWS_ENDPOINT_URL_EC2: harness.ec2.url,
+  }));
+});
+afterAll(async () => {
+  await harness.close();
+});
+
+describe('the allocate handler', () => {
+  it.each([
+    { case: 'a non-object', event: 'hello' },
+    { case: 'another source', event: { ...stateChange('i-0123456789abcdef0', 'running'), source: 'aws.s3' } },
+    { case: 'a malformed instance id', event: stateChange('i-nope', 'running') },
+    { case: 'an unknown state', event: stateChange('i-0123456789abcdef0', 'exploded') },
+  ])('rejects $case without throwing, mutating or writing', async ({ event }) => {
+    const calls = harness.ec2.calls.count();
+    const result = await allocate(event, context('bad'));
+    expect(result).toMatchObject({ status: 'rejected', reason: expect.any(String) });
+    expect(harness.ec2.calls.count()).toBe(calls);
+    expect((await harness.table.store.listPage()).records).toEqual([]);
+  });
+
+  it('allocates on running, and retires on terminated', async () => {
+    const instance = harness.launch('m5.large');
+    const allocated = await allocate(stateChange(instance.instanceId, 'running'), context('run-1'));
+    expect(allocated).toMatchObject({ status: 'allocated', outcome: { kind: 'reconciled' } });
+    expect((await harness.table.store.get(instance.instanceId))?.enis[0]?.secondaryIps).toHaveLength(8);
+
+    harness.ec2.state.setInstanceState(instance.instanceId, 'terminated');
+    const retired = await allocate(stateChange(instance.instanceId, 'terminated'), context('term-1'));
+    expect(retired).toMatchObject({ status: 'retired', outcome: { kind: 'retired' } });
+    expect((await harness.table.store.get(instance.instanceId))?.lifecycle).toBe('retired');
+  });
+
+  it('skips states it does not act on', async () => {
+    const instance = harness.launch('m5.large');
+    expect(await allocate(stateChange(instance.instanceId, 'pending'), context('p'))).toMatchObject({
+      status: 'skipped',
+    });
+    expect(await harness.table.store.get(instance.instanceId)).toBeUndefined();
+  });
+
+  it('fails at cold start naming a missing variable', async () => {
+    // A fresh module graph per import, so the class is compared by name.
+    await expect(
+      importHandlers({ TABLE_NAME: 'x', KUBECONFIG: harness.k8s.writeKubeconfig() }),
+    ).rejects.toMatchObject({ name: 'ConfigurationError', message: expect.stringMatching(/CLUSTER_NAME/) });
+  });
+});
+
+describe('the sweep handler', () => {
+  it('sweeps on the scheduled task and refuses anything else', async () => {
+    const missed = harness.launch('t3.medium');
+    const summary = await sweepFunction({ task: 'sweep' }, context('sweep-1'));
+    expect(summary).toMatchObject({ failed: [] });
+    expect(await harness.table.store.get(missed.instanceId)).toMatchObject({ instanceType: 't3.medium' });
+    await expect(sweepFunction({ task: 'dance' }, context('sweep-2'))).rejects.toThrow(
+      /expected \{"task":"sweep"\}/,
+    );
+  });
+});
