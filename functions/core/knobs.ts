@@ -9,6 +9,27 @@ import type { NodeKnobs, Tags } from './model.ts';
  */
 
 /**
+ * The knobs of a node that configures nothing: every watermark 0 (pre-allocate 0 resolves to
+ * cilium's default of 8), no subnet or security-group selection, no exclusion, and
+ * delete-on-termination on, as cilium-operator treats an unset flag.
+ */
+export const UNCONFIGURED_KNOBS: NodeKnobs = {
+  preAllocate: 0,
+  minAllocate: 0,
+  maxAllocate: 0,
+  maxAboveWatermark: 0,
+  firstInterfaceIndex: 0,
+  subnetIds: [],
+  subnetTags: {},
+  securityGroups: [],
+  securityGroupTags: {},
+  excludeInterfaceTags: {},
+  usePrimaryAddress: false,
+  disablePrefixDelegation: false,
+  deleteOnTermination: true,
+};
+
+/**
  * The per-node knobs as cilium-operator reads them from `spec.ipam.*` and `spec.eni.*`.
  *
  * Resolution per field, in order:

@@ -1,4 +1,5 @@
 import { ConfigurationError } from '../core/errors.ts';
+import { UNCONFIGURED_KNOBS } from '../core/knobs.ts';
 import type { NodeKnobs } from '../core/model.ts';
 
 /**
@@ -89,18 +90,11 @@ export function isStringMap(value: unknown): value is Record<string, string> {
  */
 export function readDefaultKnobs(environment: Environment): NodeKnobs {
   return {
+    ...UNCONFIGURED_KNOBS,
     preAllocate: environment.integer('DEFAULT_PRE_ALLOCATE', 8),
     minAllocate: environment.integer('DEFAULT_MIN_ALLOCATE', 0),
     maxAllocate: environment.integer('DEFAULT_MAX_ALLOCATE', 0),
     maxAboveWatermark: environment.integer('DEFAULT_MAX_ABOVE_WATERMARK', 0),
     firstInterfaceIndex: environment.integer('DEFAULT_FIRST_INTERFACE_INDEX', 0),
-    subnetIds: [],
-    subnetTags: {},
-    securityGroups: [],
-    securityGroupTags: {},
-    excludeInterfaceTags: {},
-    usePrimaryAddress: false,
-    disablePrefixDelegation: false,
-    deleteOnTermination: true,
   };
 }

@@ -4,6 +4,7 @@ import {
   type CiliumNodePort,
   ResourceVersionConflictError,
 } from '../core/ciliumnode.ts';
+import { forEachWithConcurrency } from '../core/concurrency.ts';
 import type { Log, NodeRecordStore } from '../core/ports.ts';
 import { planSyncStep, type SyncWriteStep } from '../core/sync-plan.ts';
 
@@ -186,9 +187,6 @@ export async function syncEach(
   deps: SyncDependencies,
   options: SyncAllOptions,
 ): Promise<SyncResult[]> {
-  if (!(Number.isInteger(options.concurrency) && options.concurrency >= 1)) {
-    throw new RangeError(`concurrency must be a positive integer, got ${options.concurrency}`);
-  }
   const unique = [...new Set(instanceIds)];
   const results = new Map<string, SyncResult>();
   await forEachWithConcurrency(unique, options.concurrency, async (instanceId) => {
@@ -258,20 +256,4 @@ export class SyncAllFailedError extends Error {
         .join('; ')}${summary.failed.length > 5 ? '; …' : ''}`,
     );
   }
-}
-
-async function forEachWithConcurrency<T>(
-  items: readonly T[],
-  concurrency: number,
-  action: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next] as T;
-      next += 1;
-      await action(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
 }

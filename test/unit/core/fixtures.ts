@@ -1,3 +1,4 @@
+import { UNCONFIGURED_KNOBS } from '../../../functions/core/knobs.ts';
 import type {
   EniState,
   InstanceLimits,
@@ -57,22 +58,7 @@ export const M5_METAL: InstanceLimits = {
 };
 
 export function knobs(overrides: Partial<NodeKnobs> = {}): NodeKnobs {
-  return {
-    preAllocate: 0,
-    minAllocate: 0,
-    maxAllocate: 0,
-    maxAboveWatermark: 0,
-    firstInterfaceIndex: 0,
-    subnetIds: [],
-    subnetTags: {},
-    securityGroups: [],
-    securityGroupTags: {},
-    excludeInterfaceTags: {},
-    usePrimaryAddress: false,
-    disablePrefixDelegation: false,
-    deleteOnTermination: true,
-    ...overrides,
-  };
+  return { ...UNCONFIGURED_KNOBS, ...overrides };
 }
 
 export function subnet(
