@@ -1,5 +1,5 @@
 import { emptyInterfaceSlots, firstFreeDeviceIndex } from './device-index.ts';
-import { anyEniHasRoom, chooseEniToFill, compareStrings, isExcluded } from './eni-selection.ts';
+import { anyEniHasRoom, compareStrings, isExcluded, orderEnisToFill } from './eni-selection.ts';
 import { ADDRESSES_PER_IPV4_PREFIX, compareIpv4, expandCidr, sortIpv4 } from './ip-math.ts';
 import { type EniLimitContext, isPrefixDelegationActive } from './limits.ts';
 import type {
@@ -16,6 +16,7 @@ import {
   countAvailableIps,
   resolveMaxAllocate,
   resolvePreAllocate,
+  slotMixCapacityAdjustmentIps,
 } from './pool-math.ts';
 import { chooseSecurityGroups, formatTags } from './security-group-choice.ts';
 import { chooseSubnets, subnetIdsOf } from './subnet-choice.ts';
@@ -44,6 +45,13 @@ export interface AllocationSnapshot {
   readonly prefixDelegationEnabled: boolean;
   /** Subnets that already refused addresses during this round (InsufficientFreeAddressesInSubnet). */
   readonly excludedSubnetIds?: readonly string[];
+  /**
+   * Subnets that refused a /28 during this invocation (`InsufficientCidrBlocks`: no aligned free
+   * block, i.e. a fragmented subnet) though they may still have single addresses. Consulted only
+   * on a prefix-delegated node: no prefix is planned there again, and single IPs are planned only
+   * once no suitable subnet is left that might give a /28 (see `planAllocation`).
+   */
+  readonly prefixRefusedSubnetIds?: readonly string[];
 }
 
 /**
@@ -80,7 +88,12 @@ export function computePoolDemand(snapshot: DemandInputs): PoolDemand {
   });
   const availableIpCount = countAvailableIps(enis, knobs);
   const preAllocate = resolvePreAllocate(knobs, limits);
-  const maxAllocate = resolveMaxAllocate(knobs, limits, prefixDelegation);
+  const maxAllocate = resolveMaxAllocate(
+    knobs,
+    limits,
+    prefixDelegation,
+    slotMixCapacityAdjustmentIps(enis, knobs, prefixDelegation),
+  );
   const observable = limits !== undefined && enis.length > 0;
   const watermarks = {
     availableIpCount,
@@ -125,6 +138,15 @@ export type AddressRequest =
   | { readonly prefixCount: number; readonly ipCount?: never };
 
 /**
+ * Marks a plan for single IPs on a prefix-delegated node: every suitable subnet refused a /28 this
+ * invocation, so plain secondary IPs are asked for instead (cilium PRs #20822, #31016). Absent on
+ * every other plan.
+ */
+export interface PrefixFallbackMark {
+  readonly prefixFallback?: true;
+}
+
+/**
  * The next action for a node. `neededIps` is cilium's `needed` for the snapshot (§3.2), carried for
  * logs and metrics; the requested count may exceed it by up to `max-above-watermark` (cilium
  * `MaxIPsToAllocate = needed + maxAboveWatermark`; the pending-pod surge is not modelled).
@@ -137,7 +159,8 @@ export type AllocationPlan =
       readonly eniId: string;
       readonly subnetId: string;
       readonly neededIps: number;
-    } & AddressRequest)
+    } & AddressRequest &
+      PrefixFallbackMark)
   | ({
       readonly kind: 'create-eni';
       /** The first free device index at or above `first-interface-index`. */
@@ -150,7 +173,8 @@ export type AllocationPlan =
       /** Whether to set DeleteOnTermination on the attachment (`spec.eni.delete-on-termination`). */
       readonly deleteOnTermination: boolean;
       readonly neededIps: number;
-    } & AddressRequest)
+    } & AddressRequest &
+      PrefixFallbackMark)
   | { readonly kind: 'blocked'; readonly code: AllocationBlockedCode; readonly message: string };
 
 /**
@@ -160,16 +184,22 @@ export type AllocationPlan =
  *    `NoInterfacesObserved` (cilium "unable to retrieve ENIs");
  * 3. `neededIps = 0` → `none`: `max-allocate-reached` or `instance-at-capacity` when only the cap
  *    held demand back, else `pool-satisfied`;
- * 4. an existing ENI can take addresses (`chooseEniToFill`) → `assign`
- *    `count = min(room on ENI, subnet free, needed + maxAboveWatermark)`; with prefix delegation
- *    `prefixCount = min(ceil(count / 16), free address slots)`;
- * 5. no free device slot → `none` / `instance-at-capacity`, or `blocked` /
- *    `NoSubnetWithFreeAddresses` when ENIs have room but their subnets are exhausted;
- * 6. no subnet (`chooseSubnets`) → `blocked` / `NoSuitableSubnet`; no security group
- *    (`chooseSecurityGroups`) → `blocked` / `NoSecurityGroups`;
- * 7. otherwise `create-eni` with `ipCount = min(needed + maxAboveWatermark, ipv4PerInterface - 1)`,
- *    or with prefix delegation `prefixCount = ceil(min(needed + maxAboveWatermark,
- *    (ipv4PerInterface - 1) × 16) / 16)` (the 1.20 rule, `4054d73f2e`).
+ * 4. then, in the node's address mode (`planInMode`): fill an existing ENI, else create one.
+ *
+ * On a prefix-delegated node (cilium `IsPrefixDelegated`, §3.8) the mode is /28 prefixes, and
+ * subnets that refused a /28 this invocation (`prefixRefusedSubnetIds`) are left out of both steps:
+ * a. `assign` prefixes to an ENI whose subnet did not refuse;
+ * b. else `create-eni` with prefixes in a suitable subnet that did not refuse. So when the ENI to
+ *    fill sits in a fragmented subnet and a device slot is free, a new ENI in another suitable
+ *    subnet gets prefixes before anything falls back (cilium retries no other subnet, #46644, and
+ *    falls back to IPs on the same ENI at once, §3.5 `AllocateIPs`): a slot that holds a /28 holds
+ *    16 addresses, a slot that holds a single IP holds 1, and the node stays delegated;
+ * c. only when neither is possible and some subnet refused, single IPs (`prefixFallback`, cilium
+ *    PRs #20822, #31016): first on an ENI that already holds prefixes (it stays delegated under
+ *    cilium's rule, which looks only for ENIs with IPs but no prefix), then on any ENI with a free
+ *    slot, then on a new ENI in any suitable subnet, which turns the node off prefix delegation for
+ *    good (cilium's all-or-nothing rule, `isPrefixDelegationActive`). Every later plan for the node
+ *    is then in IPs, leftover prefixes counting through `leftoverPrefixCapacityIps`.
  */
 export function planAllocation(snapshot: AllocationSnapshot): AllocationPlan {
   const { instance, limits, enis, knobs } = snapshot;
@@ -193,24 +223,78 @@ export function planAllocation(snapshot: AllocationSnapshot): AllocationPlan {
   const { neededIps, prefixDelegation } = demand;
   if (neededIps === 0) return { kind: 'none', reason: reasonNothingNeeded(demand, knobs), neededIps };
 
-  const maxIpsToAllocate = neededIps + knobs.maxAboveWatermark;
-  const limitContext: EniLimitContext = {
+  const context: ModeContext = {
+    snapshot,
     limits,
-    usePrimaryAddress: knobs.usePrimaryAddress,
-    prefixDelegation,
+    neededIps,
+    maxIpsToAllocate: neededIps + knobs.maxAboveWatermark,
+    limitContext: { limits, usePrimaryAddress: knobs.usePrimaryAddress, prefixDelegation },
   };
-  const fillTarget = chooseEniToFill({
+  const subnetsOutOfAddresses = snapshot.excludedSubnetIds ?? [];
+  if (!prefixDelegation) return planInMode(context, 'ips', subnetsOutOfAddresses);
+
+  const prefixRefused = snapshot.prefixRefusedSubnetIds ?? [];
+  const withPrefixes = planInMode(context, 'prefixes', [...subnetsOutOfAddresses, ...prefixRefused]);
+  if (isAction(withPrefixes) || prefixRefused.length === 0) return withPrefixes;
+  const withIps = planInMode(context, 'ips', subnetsOutOfAddresses);
+  return isAction(withIps) ? { ...withIps, prefixFallback: true } : withIps;
+}
+
+/** What `planInMode` needs besides the snapshot. */
+interface ModeContext {
+  readonly snapshot: AllocationSnapshot;
+  readonly limits: InstanceLimits;
+  readonly neededIps: number;
+  /** cilium `MaxIPsToAllocate = needed + maxAboveWatermark`. */
+  readonly maxIpsToAllocate: number;
+  readonly limitContext: EniLimitContext;
+}
+
+type ActionPlan = Extract<AllocationPlan, { kind: 'assign' | 'create-eni' }>;
+
+function isAction(plan: AllocationPlan): plan is ActionPlan {
+  return plan.kind === 'assign' || plan.kind === 'create-eni';
+}
+
+/**
+ * Fill, else create, asking for `mode` (cilium `PrepareIPAllocation` → `AllocateIPs`, else
+ * `CreateInterface`, §3.4-§3.5), with `excludedSubnetIds` left out:
+ * 1. an existing ENI can take addresses (`orderEnisToFill`; on a prefix-delegated node it needs a
+ *    free slot) → `assign` `count = min(room on ENI, free slots, subnet free, needed +
+ *    maxAboveWatermark)`; in prefixes `prefixCount = min(ceil(count / 16), free slots)`. In IPs on
+ *    a prefix-delegated node (the fallback), an ENI that already holds prefixes is preferred;
+ * 2. no free device slot → `none` / `instance-at-capacity`, or `blocked` /
+ *    `NoSubnetWithFreeAddresses` when ENIs have room but their subnets are exhausted;
+ * 3. no subnet (`chooseSubnets`) → `blocked` / `NoSuitableSubnet`; no security group
+ *    (`chooseSecurityGroups`) → `blocked` / `NoSecurityGroups`;
+ * 4. otherwise `create-eni` with `ipCount = min(needed + maxAboveWatermark, ipv4PerInterface - 1)`,
+ *    or in prefixes `prefixCount = ceil(min(needed + maxAboveWatermark,
+ *    (ipv4PerInterface - 1) × 16) / 16)` (the 1.20 rule, `4054d73f2e`).
+ */
+function planInMode(
+  context: ModeContext,
+  mode: 'prefixes' | 'ips',
+  excludedSubnetIds: readonly string[],
+): AllocationPlan {
+  const { snapshot, limits, neededIps, maxIpsToAllocate, limitContext } = context;
+  const { instance, enis, knobs } = snapshot;
+  const fillOrder = orderEnisToFill({
     enis,
     subnets: snapshot.subnets,
     knobs,
     limitContext,
-    excludedSubnetIds: snapshot.excludedSubnetIds,
+    excludedSubnetIds,
   });
+  const fillTarget =
+    mode === 'ips' && limitContext.prefixDelegation
+      ? (fillOrder.find((candidate) => candidate.eni.prefixes.length > 0) ?? fillOrder[0])
+      : fillOrder[0];
   if (fillTarget !== undefined) {
     const count = Math.min(fillTarget.roomIps, fillTarget.subnet.availableAddresses, maxIpsToAllocate);
-    const request: AddressRequest = prefixDelegation
-      ? { prefixCount: Math.min(prefixesFor(count), fillTarget.freeSlots) }
-      : { ipCount: count };
+    const request: AddressRequest =
+      mode === 'prefixes'
+        ? { prefixCount: Math.min(prefixesFor(count), fillTarget.freeSlots) }
+        : { ipCount: Math.min(count, fillTarget.freeSlots) };
     return {
       kind: 'assign',
       eniId: fillTarget.eni.id,
@@ -243,11 +327,15 @@ export function planAllocation(snapshot: AllocationSnapshot): AllocationPlan {
       subnets: snapshot.subnets,
       knobs,
       ipv4PerInterface: limits.ipv4PerInterface,
-      excludedSubnetIds: snapshot.excludedSubnetIds,
+      excludedSubnetIds,
     }),
   );
   if (subnetCandidates.length === 0) {
-    return { kind: 'blocked', code: 'NoSuitableSubnet', message: noSuitableSubnetMessage(snapshot) };
+    return {
+      kind: 'blocked',
+      code: 'NoSuitableSubnet',
+      message: noSuitableSubnetMessage(snapshot, excludedSubnetIds),
+    };
   }
   const securityGroups = chooseSecurityGroups({
     vpcId: instance.vpcId,
@@ -258,9 +346,14 @@ export function planAllocation(snapshot: AllocationSnapshot): AllocationPlan {
   if (securityGroups.kind === 'blocked') return securityGroups;
 
   const secondaryIpsPerEni = Math.max(limits.ipv4PerInterface - 1, 0);
-  const request: AddressRequest = prefixDelegation
-    ? { prefixCount: prefixesFor(Math.min(maxIpsToAllocate, secondaryIpsPerEni * ADDRESSES_PER_IPV4_PREFIX)) }
-    : { ipCount: Math.min(maxIpsToAllocate, secondaryIpsPerEni) };
+  const request: AddressRequest =
+    mode === 'prefixes'
+      ? {
+          prefixCount: prefixesFor(
+            Math.min(maxIpsToAllocate, secondaryIpsPerEni * ADDRESSES_PER_IPV4_PREFIX),
+          ),
+        }
+      : { ipCount: Math.min(maxIpsToAllocate, secondaryIpsPerEni) };
   if ((request.ipCount ?? request.prefixCount) === 0) {
     return { kind: 'none', reason: 'instance-at-capacity', neededIps };
   }
@@ -294,9 +387,8 @@ function reasonNothingNeeded(demand: PoolDemand, knobs: NodeKnobs): NoAllocation
 }
 
 /** cilium's wording, with the subnets refused this round appended when there are any. */
-function noSuitableSubnetMessage(snapshot: AllocationSnapshot): string {
+function noSuitableSubnetMessage(snapshot: AllocationSnapshot, refused: readonly string[]): string {
   const { instance, knobs } = snapshot;
-  const refused = snapshot.excludedSubnetIds ?? [];
   const refusedPart = refused.length > 0 ? ` RefusedThisRound=[${refused.join(' ')}]` : '';
   return (
     `No matching subnet available for interface creation (VPC=${instance.vpcId} ` +

@@ -102,7 +102,11 @@ export function supportsPrefixDelegation(limits: InstanceLimits): boolean {
  *
  * All-or-nothing rule: the decision is per node, not per ENI. Once any ENI carries plain secondary
  * IPs without a prefix, the node stays on secondary IPs for good (cilium does not convert or mix,
- * #46644); its remaining prefixes keep counting through `leftoverPrefixCapacityIps`.
+ * #46644); its remaining prefixes keep counting through `leftoverPrefixCapacityIps`. An ENI that
+ * holds prefixes AND plain IPs (what a fallback to single IPs on a fragmented subnet leaves, cilium
+ * PRs #20822 / #31016) does not end delegation, exactly as in cilium's loop; the planner therefore
+ * puts fallback IPs on such an ENI first and only creates an IP-only ENI when nothing else is left
+ * (`planAllocation`), and the cap counts the slots those IPs take (`slotMixCapacityAdjustmentIps`).
  */
 export function isPrefixDelegationActive(inputs: PrefixDelegationInputs): boolean {
   if (!inputs.stackPrefixDelegationEnabled || inputs.limits === undefined) return false;

@@ -116,15 +116,46 @@ export function resolvePreAllocate(
 }
 
 /**
+ * How much the address slots already taken on the node's non-excluded ENIs move
+ * `maxAllocatableIps`, which assumes every slot holds what the node allocates now (EC2: each
+ * secondary IP and each /28 prefix takes one of an ENI's `ipv4PerInterface - 1` slots):
+ * - on a prefix-delegated node, every plain secondary IP (what a fallback to single IPs on a
+ *   fragmented subnet leaves on an ENI that also holds prefixes, cilium PRs #20822 / #31016, which
+ *   cilium still counts as delegated) fills a slot that could have held 16: `-15` each;
+ * - on a node that does not delegate, every /28 still on an ENI holds 16 in one slot: `+15` each
+ *   (cilium counts this "leftover prefix capacity" in its capacity stat and in
+ *   `getEffectiveIPLimits`, but not in `GetMaximumAllocatableIPv4`, so a node that fell back from
+ *   prefixes to IPs is capped below what it already holds; we count it).
+ */
+export function slotMixCapacityAdjustmentIps(
+  enis: readonly EniState[],
+  knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags'>,
+  prefixDelegation: boolean,
+): number {
+  const extraPerSlot = ADDRESSES_PER_IPV4_PREFIX - 1;
+  return enis
+    .filter((eni) => !isExcluded(eni, knobs))
+    .reduce(
+      (total, eni) =>
+        total + (prefixDelegation ? -eni.secondaryIps.length : eni.prefixes.length) * extraPerSlot,
+      0,
+    );
+}
+
+/**
  * The allocation cap in force: the knob when positive, else `maxAllocatableIps` (cilium
- * `recalculate`, §3.2). 0 means no cap.
+ * `recalculate`, §3.2) moved by `slotAdjustmentIps` (`slotMixCapacityAdjustmentIps`, 0 when every
+ * slot holds what the node allocates). 0 means no cap; an adjustment never turns a cap into 0.
  */
 export function resolveMaxAllocate(
   knobs: Pick<NodeKnobs, 'maxAllocate' | 'firstInterfaceIndex'>,
   limits: InstanceLimits | undefined,
   prefixDelegation: boolean,
+  slotAdjustmentIps = 0,
 ): number {
-  return knobs.maxAllocate > 0 ? knobs.maxAllocate : maxAllocatableIps(limits, knobs, prefixDelegation);
+  if (knobs.maxAllocate > 0) return knobs.maxAllocate;
+  const instanceMax = maxAllocatableIps(limits, knobs, prefixDelegation);
+  return instanceMax === 0 ? 0 : Math.max(instanceMax + slotAdjustmentIps, 1);
 }
 
 /**

@@ -11,6 +11,7 @@ import { eniClientToken } from '../core/client-token.ts';
 import { isClusterMember, nodeNameFor } from '../core/cluster-membership.ts';
 import { nextFreeIndexAfter } from '../core/device-index.ts';
 import { VersionConflictError } from '../core/errors.ts';
+import { ADDRESSES_PER_IPV4_PREFIX } from '../core/ip-math.ts';
 import { instanceIdOfCiliumNode, knobsFromCiliumNode, usedIps } from '../core/knobs.ts';
 import type {
   EniState,
@@ -178,6 +179,7 @@ async function allocateOnce(instanceId: string, deps: AllocationDependencies): P
 
   const actions: string[] = [];
   const failedSubnetIds: string[] = [];
+  const prefixRefusedSubnetIds: string[] = [];
   let blocked: RecordedError | undefined;
   let leased = false;
   const content = (lease: boolean): NodeRecordContent => ({
@@ -216,6 +218,7 @@ async function allocateOnce(instanceId: string, deps: AllocationDependencies): P
         usedIpCount: observation.usedIpCount,
         prefixDelegationEnabled: settings.prefixDelegationEnabled,
         excludedSubnetIds: failedSubnetIds,
+        prefixRefusedSubnetIds,
       });
       if (plan.kind === 'blocked') {
         blocked = { code: plan.code, message: plan.message, atEpochMs: deps.clock() };
@@ -232,17 +235,25 @@ async function allocateOnce(instanceId: string, deps: AllocationDependencies): P
         enis = withEni(enis, { ...repair, deleteOnTermination: true, lastMutatedAtEpochMs: deps.clock() });
         actions.push(`repair-delete-on-termination:${repair.id}`);
       } else if (plan.kind === 'assign') {
-        const assigned = await assignToEni(plan, enis, observation, failedSubnetIds, deps);
+        logPrefixFallback(plan, prefixRefusedSubnetIds, instanceId, log);
+        const assigned = await assignToEni(
+          plan,
+          enis,
+          observation,
+          { failedSubnetIds, prefixRefusedSubnetIds },
+          deps,
+        );
         if (assigned) {
           enis = withEni(enis, assigned.eni);
           actions.push(`assign:${plan.eniId}:${assigned.count}`);
         }
       } else if (plan.kind === 'create-eni') {
+        logPrefixFallback(plan, prefixRefusedSubnetIds, instanceId, log);
         const created = await createAndAttachEni(
           plan,
           enis,
           observation,
-          failedSubnetIds,
+          { failedSubnetIds, prefixRefusedSubnetIds },
           record?.version ?? 0,
           deps,
         );
@@ -348,16 +359,47 @@ function enisMissingDeleteOnTermination(
 type AssignPlan = Extract<AllocationPlan, { kind: 'assign' }>;
 type CreatePlan = Extract<AllocationPlan, { kind: 'create-eni' }>;
 
+/** Says so when the planner fell back from /28 prefixes to single IPs (cilium PRs #20822, #31016). */
+function logPrefixFallback(
+  plan: AssignPlan | CreatePlan,
+  prefixRefusedSubnetIds: readonly string[],
+  instanceId: string,
+  log: Log,
+): void {
+  if (!plan.prefixFallback) return;
+  log.warn('no suitable subnet can give a /28 prefix; falling back to single IPs', {
+    instanceId,
+    plan: plan.kind,
+    prefixRefusedSubnetIds: [...prefixRefusedSubnetIds],
+  });
+}
+
 /**
- * AssignPrivateIpAddresses on an existing ENI. A subnet out of addresses is remembered for this
- * invocation (the planner then picks another ENI or creates one elsewhere); a subnet out of
- * contiguous /28 blocks falls back to single IPs, as cilium does.
+ * Subnets that refused during this invocation, shared by every round so the planner routes around
+ * them: `failedSubnetIds` had too few free addresses (InsufficientFreeAddressesInSubnet), and
+ * `prefixRefusedSubnetIds` had no free aligned /28 (InsufficientCidrBlocks, a fragmented subnet)
+ * though they may still give single IPs. Both are forgotten at the end of the invocation: subnets
+ * get addresses back and defragment, so the next invocation asks again.
+ */
+interface SubnetRefusals {
+  readonly failedSubnetIds: string[];
+  readonly prefixRefusedSubnetIds: string[];
+}
+
+/**
+ * AssignPrivateIpAddresses on an existing ENI, exactly as planned (prefixes or single IPs, never
+ * both). A refusal is remembered and nothing is assigned: a subnet out of addresses goes to
+ * `failedSubnetIds`; a subnet without a free /28 goes to `prefixRefusedSubnetIds`, and the
+ * planner's next round decides where the addresses come from instead (prefixes on another ENI or on
+ * a new ENI in another subnet first, single IPs only when no suitable subnet can give a /28; see
+ * `planAllocation`). Cilium instead retries single IPs on the same ENI at once (§3.5 `AllocateIPs`).
+ * Not idempotent (EC2's AssignPrivateIpAddresses is not); the node lease makes it run once per need.
  */
 async function assignToEni(
   plan: AssignPlan,
   enis: readonly EniState[],
   observation: Observation,
-  failedSubnetIds: string[],
+  refusals: SubnetRefusals,
   deps: AllocationDependencies,
 ): Promise<{ eni: EniState; count: number } | undefined> {
   const eni = enis.find((candidate) => candidate.id === plan.eniId);
@@ -368,30 +410,18 @@ async function assignToEni(
   try {
     assigned = await deps.ec2.assignIps(eni.id, request);
   } catch (error) {
-    if (isPrefixCapacity(error) && request.prefixCount !== undefined) {
-      deps.log.warn('subnet has no free /28 block; assigning single IPs instead', {
-        instanceId: observation.instance.id,
-        eniId: eni.id,
-        subnetId: eni.subnetId,
-      });
-      const ipCount = Math.min(plan.neededIps, request.prefixCount * 16);
-      assigned = await deps.ec2.assignIps(eni.id, { ipCount: Math.max(ipCount, 1) });
-    } else if (isSubnetFull(error)) {
-      failedSubnetIds.push(eni.subnetId);
-      deps.log.warn('subnet out of addresses', {
-        instanceId: observation.instance.id,
-        subnetId: eni.subnetId,
-      });
-      return undefined;
-    } else {
-      throw error;
-    }
+    const refusal = classifySubnetRefusal(error, request.prefixCount !== undefined);
+    if (refusal === undefined) throw error;
+    rememberRefusal(refusals, refusal, eni.subnetId);
+    deps.log.warn(refusalMessage(refusal), {
+      instanceId: observation.instance.id,
+      eniId: eni.id,
+      subnetId: eni.subnetId,
+    });
+    return undefined;
   }
-  consumeSubnetAddresses(
-    observation.subnets,
-    eni.subnetId,
-    assigned.ips.length + assigned.prefixes.length * 16,
-  );
+  const count = assigned.ips.length + assigned.prefixes.length * ADDRESSES_PER_IPV4_PREFIX;
+  consumeSubnetAddresses(observation.subnets, eni.subnetId, count);
   return {
     eni: {
       ...eni,
@@ -399,8 +429,33 @@ async function assignToEni(
       prefixes: union(eni.prefixes, assigned.prefixes),
       lastMutatedAtEpochMs: deps.clock(),
     },
-    count: assigned.ips.length + assigned.prefixes.length * 16,
+    count,
   };
+}
+
+type SubnetRefusal = 'out-of-addresses' | 'no-free-prefix';
+
+/**
+ * Which refusal an EC2 error is, or `undefined` for any other error (rethrown by the caller).
+ * `isPrefixCapacity` covers both texts cilium matches (`InsufficientCidrBlocks`, and
+ * `InvalidParameterValue` "There aren't sufficient free Ipv4 addresses or prefixes"); for a request
+ * of single IPs the latter can only mean the subnet is out of addresses.
+ */
+function classifySubnetRefusal(error: unknown, requestedPrefixes: boolean): SubnetRefusal | undefined {
+  if (isSubnetFull(error)) return 'out-of-addresses';
+  if (isPrefixCapacity(error)) return requestedPrefixes ? 'no-free-prefix' : 'out-of-addresses';
+  return undefined;
+}
+
+function rememberRefusal(refusals: SubnetRefusals, refusal: SubnetRefusal, subnetId: string): void {
+  const list = refusal === 'no-free-prefix' ? refusals.prefixRefusedSubnetIds : refusals.failedSubnetIds;
+  if (!list.includes(subnetId)) list.push(subnetId);
+}
+
+function refusalMessage(refusal: SubnetRefusal): string {
+  return refusal === 'no-free-prefix'
+    ? 'subnet has no free /28 block; planning around it'
+    : 'subnet out of addresses; planning around it';
 }
 
 /**
@@ -413,7 +468,7 @@ async function createAndAttachEni(
   plan: CreatePlan,
   enis: readonly EniState[],
   observation: Observation,
-  failedSubnetIds: string[],
+  refusals: SubnetRefusals,
   recordVersion: number,
   deps: AllocationDependencies,
 ): Promise<EniState | undefined> {
@@ -426,7 +481,7 @@ async function createAndAttachEni(
   if (eni) {
     log.info('adopting an ENI created for this instance but never attached', { instanceId, eniId: eni.id });
   } else {
-    eni = await createInFirstSubnetWithRoom(plan, observation, failedSubnetIds, recordVersion, deps);
+    eni = await createInFirstSubnetWithRoom(plan, observation, refusals, recordVersion, deps);
     if (!eni) return undefined;
   }
 
@@ -497,61 +552,62 @@ async function createAndAttachEni(
   return attached;
 }
 
+/**
+ * CreateNetworkInterface in the plan's first candidate subnet that takes it, with the plan's
+ * addresses (prefixes or single IPs, never both). A subnet that refuses is remembered
+ * (`SubnetRefusals`) and the next candidate is tried: with prefixes, every suitable subnet is
+ * asked for a /28 before anything falls back (cilium creates in ONE subnet and retries it once
+ * without prefixes, #46644). When every candidate refused, nothing is created and the planner's
+ * next round decides: a fallback to single IPs (cilium PRs #20822, #31016), or another subnet.
+ * Idempotent per ClientToken; a refused create leaves no token behind, so the same token may be
+ * offered to the next subnet.
+ */
 async function createInFirstSubnetWithRoom(
   plan: CreatePlan,
   observation: Observation,
-  failedSubnetIds: string[],
+  refusals: SubnetRefusals,
   recordVersion: number,
   deps: AllocationDependencies,
 ): Promise<DetachedEni | undefined> {
   const instanceId = observation.instance.id;
-  const addressRequests: { ipCount?: number; prefixCount?: number }[] =
-    plan.prefixCount !== undefined
-      ? [
-          { prefixCount: plan.prefixCount },
-          { ipCount: Math.min(plan.prefixCount * 16, maxIpsOnNewEni(observation)) },
-        ]
-      : [{ ipCount: plan.ipCount ?? 0 }];
-  // With prefixes, every subnet is tried with prefixes before falling back to single IPs
-  // (a fragmented subnet should not push a node off prefix delegation: cilium #46644).
-  for (const [attempt, addresses] of addressRequests.entries()) {
-    for (const subnetId of plan.subnetCandidates) {
-      if (failedSubnetIds.includes(subnetId)) continue;
-      try {
-        const eni = await deps.ec2.createEni({
+  const requestsPrefixes = plan.prefixCount !== undefined;
+  const addresses = requestsPrefixes ? { prefixCount: plan.prefixCount } : { ipCount: plan.ipCount ?? 0 };
+  for (const subnetId of plan.subnetCandidates) {
+    if (refusals.failedSubnetIds.includes(subnetId)) continue;
+    if (requestsPrefixes && refusals.prefixRefusedSubnetIds.includes(subnetId)) continue;
+    try {
+      const eni = await deps.ec2.createEni({
+        instanceId,
+        subnetId,
+        securityGroupIds: plan.securityGroupIds,
+        description: plan.description,
+        ...addresses,
+        tags: tagsForNewEni(deps.settings.clusterName, instanceId, deps.settings.eniTags, {
+          [ENI_TAG_KEYS.createdAt]: String(deps.clock()),
+        }),
+        // The fallback to single IPs is a different request from the prefixes planned before it:
+        // never the same token for both.
+        clientToken: eniClientToken({
           instanceId,
-          subnetId,
-          securityGroupIds: plan.securityGroupIds,
-          description: plan.description,
-          ...addresses,
-          tags: tagsForNewEni(deps.settings.clusterName, instanceId, deps.settings.eniTags, {
-            [ENI_TAG_KEYS.createdAt]: String(deps.clock()),
-          }),
-          clientToken: eniClientToken({ instanceId, deviceIndex: plan.deviceIndex, recordVersion, attempt }),
-        });
-        consumeSubnetAddresses(
-          observation.subnets,
-          subnetId,
-          1 + eni.secondaryIps.length + eni.prefixes.length * 16,
-        );
-        return eni;
-      } catch (error) {
-        if (isSubnetFull(error)) {
-          failedSubnetIds.push(subnetId);
-          deps.log.warn('subnet out of addresses; trying the next candidate', { instanceId, subnetId });
-        } else if (isPrefixCapacity(error) && addresses.prefixCount !== undefined) {
-          deps.log.warn('subnet has no free /28 block', { instanceId, subnetId });
-        } else {
-          throw error;
-        }
-      }
+          deviceIndex: plan.deviceIndex,
+          recordVersion,
+          attempt: plan.prefixFallback ? 1 : 0,
+        }),
+      });
+      consumeSubnetAddresses(
+        observation.subnets,
+        subnetId,
+        1 + eni.secondaryIps.length + eni.prefixes.length * ADDRESSES_PER_IPV4_PREFIX,
+      );
+      return eni;
+    } catch (error) {
+      const refusal = classifySubnetRefusal(error, requestsPrefixes);
+      if (refusal === undefined) throw error;
+      rememberRefusal(refusals, refusal, subnetId);
+      deps.log.warn(`${refusalMessage(refusal)}; trying the next candidate`, { instanceId, subnetId });
     }
   }
   return undefined;
-}
-
-function maxIpsOnNewEni(observation: Observation): number {
-  return Math.max((observation.limits?.ipv4PerInterface ?? 2) - 1, 1);
 }
 
 function consumeSubnetAddresses(subnets: SubnetView[], subnetId: string, addresses: number): void {

@@ -549,6 +549,105 @@ describe('planAllocation on m5.4xlarge (8 ENIs x 30 addresses)', () => {
   });
 });
 
+describe('planAllocation when subnets refuse /28 prefixes (InsufficientCidrBlocks)', () => {
+  // The node subnet and pods-a share nothing but VPC and zone: both are suitable for a new ENI.
+  const pods = subnet('subnet-pods', 300);
+  const pd = (overrides: Partial<AllocationSnapshot> = {}) =>
+    snapshotOf(M5_LARGE, {
+      knobs: knobs({ firstInterfaceIndex: 1 }),
+      subnets: [NODE_SUBNET, pods],
+      prefixDelegationEnabled: true,
+      ...overrides,
+    });
+  const prefixedEni1 = eni({ deviceIndex: 1, prefixCount: 1 });
+
+  it.each<Scenario>([
+    {
+      case: 'nothing refused: prefixes in the node subnet first, the other subnet as fallback candidate',
+      snapshot: pd(),
+      plan: createEni({
+        deviceIndex: 1,
+        prefixCount: 1,
+        neededIps: 8,
+        subnetCandidates: ['subnet-node', 'subnet-pods'],
+      }),
+    },
+    {
+      case: 'node subnet refused: prefixes in the other subnet only (cilium #46644)',
+      snapshot: pd({ prefixRefusedSubnetIds: ['subnet-node'] }),
+      plan: createEni({ deviceIndex: 1, prefixCount: 1, neededIps: 8, subnetCandidates: ['subnet-pods'] }),
+    },
+    {
+      case: 'every subnet refused: a new ENI with single IPs, min(needed, ipv4 - 1) as cilium (#20822)',
+      snapshot: pd({ prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'] }),
+      plan: {
+        ...createEni({
+          deviceIndex: 1,
+          ipCount: 8,
+          neededIps: 8,
+          subnetCandidates: ['subnet-node', 'subnet-pods'],
+        }),
+        prefixFallback: true,
+      } as AllocationPlan,
+    },
+    {
+      case: "the ENI's subnet refused and a slot is free: a new ENI with prefixes elsewhere before single IPs",
+      snapshot: pd({ enis: [eth0, prefixedEni1], usedIpCount: 16, prefixRefusedSubnetIds: ['subnet-node'] }),
+      plan: createEni({ deviceIndex: 2, prefixCount: 1, neededIps: 8, subnetCandidates: ['subnet-pods'] }),
+    },
+    {
+      case: 'an ENI in a subnet that did not refuse is filled with prefixes first',
+      snapshot: pd({
+        enis: [eth0, prefixedEni1, eni({ deviceIndex: 2, prefixCount: 1, subnetId: 'subnet-pods' })],
+        usedIpCount: 32,
+        prefixRefusedSubnetIds: ['subnet-node'],
+      }),
+      plan: assign({ eniId: 'eni-2', subnetId: 'subnet-pods', prefixCount: 1, neededIps: 8 }),
+    },
+    {
+      case: 'everything refused, no slot: single IPs on the prefixed ENI, bounded by its free slots',
+      snapshot: pd({
+        knobs: knobs({ firstInterfaceIndex: 1, maxAboveWatermark: 20 }),
+        enis: [
+          eth0,
+          eni({ deviceIndex: 1, prefixCount: 3 }),
+          eni({ deviceIndex: 2, prefixCount: 9, subnetId: 'subnet-pods' }),
+        ],
+        usedIpCount: 192,
+        prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'],
+      }),
+      plan: {
+        ...assign({ eniId: 'eni-1', ipCount: 6, neededIps: 8 }),
+        prefixFallback: true,
+      } as AllocationPlan,
+    },
+    {
+      case: 'fallback prefers an ENI holding prefixes over an empty one (which would end delegation)',
+      snapshot: pd({
+        knobs: knobs({ firstInterfaceIndex: 0 }),
+        enis: [eth0, eni({ deviceIndex: 1, prefixCount: 9 }), eni({ deviceIndex: 2, prefixCount: 8 })],
+        usedIpCount: 272,
+        prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'],
+      }),
+      plan: {
+        ...assign({ eniId: 'eni-2', ipCount: 1, neededIps: 8 }),
+        prefixFallback: true,
+      } as AllocationPlan,
+    },
+    {
+      case: 'refusals are ignored once the node is off prefixes (an ENI holds plain IPs)',
+      snapshot: pd({
+        enis: [eth0, eni({ deviceIndex: 1, secondaryCount: 8 })],
+        usedIpCount: 8,
+        prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'],
+      }),
+      plan: assign({ eniId: 'eni-1', ipCount: 1, neededIps: 8 }),
+    },
+  ])('$case', ({ snapshot, plan }) => {
+    expect(planAllocation(snapshot)).toEqual(plan);
+  });
+});
+
 describe('planAllocation determinism', () => {
   it('ENI order in the snapshot does not change the plan', () => {
     const enis = [
@@ -598,6 +697,36 @@ describe('computePoolDemand', () => {
         neededIps: 8,
         excessIps: 0,
         prefixDelegation: true,
+      },
+    },
+    {
+      case: 'prefix-delegated with single IPs from a fallback: each takes a slot that could hold 16',
+      snapshot: snapshotOf(M5_LARGE, {
+        knobs: knobs({ firstInterfaceIndex: 1 }),
+        enis: [eth0, eni({ deviceIndex: 1, secondaryCount: 8, prefixCount: 1 })],
+        usedIpCount: 24,
+        prefixDelegationEnabled: true,
+      }),
+      demand: {
+        availableIpCount: 24,
+        maxAllocate: 288 - 8 * 15,
+        neededIps: 8,
+        prefixDelegation: true,
+      },
+    },
+    {
+      case: 'off prefixes with a leftover /28: it still holds 16 in one slot',
+      snapshot: snapshotOf(M5_LARGE, {
+        knobs: knobs({ firstInterfaceIndex: 1 }),
+        enis: [eth0, eni({ deviceIndex: 1, prefixCount: 9 }), eni({ deviceIndex: 2, secondaryCount: 9 })],
+        usedIpCount: 150,
+        prefixDelegationEnabled: true,
+      }),
+      demand: {
+        availableIpCount: 153,
+        maxAllocate: 18 + 9 * 15,
+        neededIps: 0,
+        prefixDelegation: false,
       },
     },
     {

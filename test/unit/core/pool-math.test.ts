@@ -10,6 +10,7 @@ import {
   poolAddressesOfEni,
   resolveMaxAllocate,
   resolvePreAllocate,
+  slotMixCapacityAdjustmentIps,
 } from '../../../functions/core/pool-math.ts';
 import { eni, knobs, M5_4XLARGE, M5_LARGE, T3_MEDIUM, T3_NANO } from './fixtures.ts';
 
@@ -258,6 +259,60 @@ describe('resolveMaxAllocate', () => {
     { case: '0 falls back to prefix capacity', max: 0, pd: true, resolved: 288 },
   ])('$case', ({ max, pd, resolved }) => {
     expect(resolveMaxAllocate({ maxAllocate: max, firstInterfaceIndex: 1 }, M5_LARGE, pd)).toBe(resolved);
+  });
+});
+
+describe('slotMixCapacityAdjustmentIps and the adjusted cap', () => {
+  const fii1 = { firstInterfaceIndex: 1, excludeInterfaceTags: {} };
+  it.each([
+    {
+      case: 'prefixes only, delegated: no change',
+      enis: [eni({ deviceIndex: 1, prefixCount: 4 })],
+      pd: true,
+      adjustment: 0,
+    },
+    {
+      case: 'single IPs only, not delegated: no change',
+      enis: [eni({ deviceIndex: 1, secondaryCount: 4 })],
+      pd: false,
+      adjustment: 0,
+    },
+    {
+      case: 'delegated, an ENI with 3 fallback IPs: -45',
+      enis: [eni({ deviceIndex: 1, secondaryCount: 3, prefixCount: 2 })],
+      pd: true,
+      adjustment: -45,
+    },
+    {
+      case: 'not delegated, 2 leftover prefixes: +30',
+      enis: [eni({ deviceIndex: 1, secondaryCount: 3, prefixCount: 2 })],
+      pd: false,
+      adjustment: 30,
+    },
+    {
+      case: 'excluded ENIs do not count',
+      enis: [eni({ deviceIndex: 0, prefixCount: 2 }), eni({ deviceIndex: 1, secondaryCount: 2 })],
+      pd: true,
+      adjustment: -30,
+    },
+  ])('$case', ({ enis, pd, adjustment }) => {
+    expect(slotMixCapacityAdjustmentIps(enis, fii1, pd)).toBe(adjustment);
+  });
+
+  it.each([
+    { case: 'adjusts the instance maximum', max: 0, limits: M5_LARGE, adjustment: -45, resolved: 243 },
+    {
+      case: 'a configured max-allocate is taken as is',
+      max: 12,
+      limits: M5_LARGE,
+      adjustment: -45,
+      resolved: 12,
+    },
+    { case: 'unknown limits stay "no cap"', max: 0, limits: undefined, adjustment: 30, resolved: 0 },
+  ])('resolveMaxAllocate: $case', ({ max, limits, adjustment, resolved }) => {
+    expect(resolveMaxAllocate({ maxAllocate: max, firstInterfaceIndex: 1 }, limits, true, adjustment)).toBe(
+      resolved,
+    );
   });
 });
 
