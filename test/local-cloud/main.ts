@@ -11,10 +11,12 @@
  * --time-scale X   run schedules X times faster than AWS (default 10: rate(1 minute) every 6 s)
  * --verbose        echo the functions' log lines (they always go to the log file)
  */
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { LOCAL_CLOUD_STATE_FILE } from '../../infra/resync.ts';
+import { startLocalLambdaApi } from './lambda-api.ts';
 import { type LocalCloud, startLocalCloud } from './local-cloud.ts';
 import { renderSummary } from './summary.ts';
 
@@ -69,10 +71,24 @@ async function main(): Promise<number> {
       }
     },
   });
+  // `npm run resync -- --local` reaches the sync function through the Lambda Invoke API.
+  const lambdaApi = await startLocalLambdaApi(async (functionName, event) => {
+    const logicalId = Object.entries(cloud.functionNames).find(([, name]) => name === functionName)?.[0];
+    return logicalId === undefined ? undefined : cloud.invoke(logicalId, event);
+  });
+  const syncFunctionName = Object.entries(cloud.functionNames).find(([logicalId]) =>
+    logicalId.startsWith('Sync'),
+  )?.[1];
+  writeFileSync(
+    LOCAL_CLOUD_STATE_FILE,
+    JSON.stringify({ lambdaEndpoint: lambdaApi.url, syncFunctionName, pid: process.pid }),
+  );
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
+    rmSync(LOCAL_CLOUD_STATE_FILE, { force: true });
+    await lambdaApi.close();
     await cloud.stop();
     await new Promise((resolve) => logFile.end(resolve));
   };

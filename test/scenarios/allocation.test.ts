@@ -141,6 +141,14 @@ describe('allocation gives each node what cilium-operator would', () => {
     expect(record).toMatchObject({ nodeName: instance.privateDnsName, knobs: { preAllocate: 8 } });
   });
 
+  it('asks DescribeInstanceTypes once per type per container', async () => {
+    const deps = harness.dependencies();
+    for (const instance of [harness.launch('m5.large'), harness.launch('m5.large'), harness.launch('t3.medium')]) {
+      await allocateNode(instance.instanceId, { ...deps, invocationId: instance.instanceId });
+    }
+    expect(harness.ec2.calls.count('DescribeInstanceTypes')).toBe(2);
+  });
+
   it('grows with the demand the agent reports in status.ipam.used', async () => {
     const instance = harness.launch('m5.large');
     await harness.createCiliumNode(instance, { eni: { 'first-interface-index': 1 } });

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EC2Client } from '@aws-sdk/client-ec2';
 import { createEc2Client, createEc2NetworkAdapter } from '../../functions/aws/ec2-network.ts';
 import type { Ec2RetryOptions, Sleep } from '../../functions/aws/ec2-retry.ts';
+import { withInstanceLimitsCatalog } from '../../functions/aws/instance-limits.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import type { Log } from '../../functions/core/ports.ts';
 import { KubernetesCiliumNodeApi } from '../../functions/k8s/ciliumnode-api.ts';
@@ -102,7 +103,9 @@ export async function startAllocationHarness(
     error: record('error'),
   };
   const sleep: Sleep = async (delayMs) => clock.advance(delayMs);
-  const ec2Port = createEc2NetworkAdapter({ client: ec2Client, clusterName: CLUSTER_NAME });
+  const ec2Port = withInstanceLimitsCatalog(
+    createEc2NetworkAdapter({ client: ec2Client, clusterName: CLUSTER_NAME }),
+  );
 
   const harness: AllocationHarness = {
     ec2,

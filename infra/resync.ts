@@ -1,0 +1,131 @@
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import { STACK_NAME } from './build-app.ts';
+
+/**
+ * `npm run resync -- --instance i-… | --all [--local] [--function-name NAME] [--outputs FILE]`
+ *
+ * Invokes the sync function with `{"instanceId":"i-…"}` or `{"all":true}` and prints what it did.
+ * The function name comes from `--function-name`, else from the outputs file `cdk deploy
+ * --outputs-file cdk-outputs.json` wrote (output `SyncFunctionName`). `--local` invokes the sync
+ * function of a running `npm start` instead, through its local Lambda API.
+ */
+
+/** Where a running local cloud (`npm start`) says how to reach it. */
+export const LOCAL_CLOUD_STATE_FILE = join(tmpdir(), 'serverless-eni-ipam-local-cloud.json');
+
+export interface LocalCloudState {
+  readonly lambdaEndpoint: string;
+  readonly syncFunctionName: string;
+}
+
+export interface ResyncTarget {
+  readonly functionName: string;
+  readonly client: LambdaClient;
+}
+
+export function parseResyncArgs(argv: readonly string[]): {
+  payload: { instanceId: string } | { all: true };
+  local: boolean;
+  functionName?: string;
+  outputsFile: string;
+} {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      instance: { type: 'string' },
+      all: { type: 'boolean', default: false },
+      local: { type: 'boolean', default: false },
+      'function-name': { type: 'string' },
+      outputs: { type: 'string', default: 'cdk-outputs.json' },
+    },
+    strict: true,
+  });
+  if (values.all === (values.instance !== undefined)) {
+    throw new Error('say either --instance i-… or --all');
+  }
+  if (values.instance !== undefined && !/^i-[0-9a-f]{8,17}$/.test(values.instance)) {
+    throw new Error(`--instance expects an instance id (i-…), got ${JSON.stringify(values.instance)}`);
+  }
+  return {
+    payload: values.instance !== undefined ? { instanceId: values.instance } : { all: true },
+    local: values.local,
+    ...(values['function-name'] ? { functionName: values['function-name'] } : {}),
+    outputsFile: values.outputs,
+  };
+}
+
+export function resolveTarget(options: ReturnType<typeof parseResyncArgs>): ResyncTarget {
+  if (options.local) {
+    let state: LocalCloudState;
+    try {
+      state = JSON.parse(readFileSync(LOCAL_CLOUD_STATE_FILE, 'utf8')) as LocalCloudState;
+    } catch {
+      throw new Error(
+        `no running local cloud (${LOCAL_CLOUD_STATE_FILE} is missing): start one with npm start`,
+      );
+    }
+    return {
+      functionName: options.functionName ?? state.syncFunctionName,
+      client: new LambdaClient({
+        region: 'us-east-1',
+        endpoint: state.lambdaEndpoint,
+        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      }),
+    };
+  }
+  return {
+    functionName: options.functionName ?? syncFunctionFromOutputs(options.outputsFile),
+    client: new LambdaClient({}),
+  };
+}
+
+function syncFunctionFromOutputs(outputsFile: string): string {
+  let outputs: Record<string, Record<string, string>>;
+  try {
+    outputs = JSON.parse(readFileSync(outputsFile, 'utf8'));
+  } catch {
+    throw new Error(
+      `cannot read ${outputsFile}: deploy with \`npx cdk deploy --outputs-file ${outputsFile}\`, or pass --function-name`,
+    );
+  }
+  const name = outputs[STACK_NAME]?.SyncFunctionName;
+  if (!name) throw new Error(`${outputsFile} has no ${STACK_NAME}.SyncFunctionName output`);
+  return name;
+}
+
+/** Invokes the sync function; returns its answer, or throws with the function's error. */
+export async function resync(target: ResyncTarget, payload: unknown): Promise<unknown> {
+  const response = await target.client.send(
+    new InvokeCommand({
+      FunctionName: target.functionName,
+      InvocationType: 'RequestResponse',
+      Payload: new TextEncoder().encode(JSON.stringify(payload)),
+    }),
+  );
+  const body = response.Payload ? JSON.parse(new TextDecoder().decode(response.Payload)) : null;
+  if (response.FunctionError) {
+    throw new Error(`${target.functionName} failed (${response.FunctionError}): ${JSON.stringify(body)}`);
+  }
+  return body;
+}
+
+async function main(): Promise<number> {
+  try {
+    const options = parseResyncArgs(process.argv.slice(2));
+    const target = resolveTarget(options);
+    console.log(`invoking ${target.functionName} with ${JSON.stringify(options.payload)}`);
+    console.log(JSON.stringify(await resync(target, options.payload), null, 2));
+    return 0;
+  } catch (error) {
+    console.error(`resync: ${(error as Error).message}`);
+    return 1;
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  process.exitCode = await main();
+}
