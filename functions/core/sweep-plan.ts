@@ -4,29 +4,46 @@ import { knobsFromCiliumNode, usedIps } from './knobs.ts';
 import type { EniState, InstanceLimits, NodeKnobs, NodeRecord } from './model.ts';
 import { stableJson } from './node-record.ts';
 import type { AttachedEniSummary, ClusterInstance } from './ports.ts';
+import { planRelease } from './release-plan.ts';
 
 /**
  * What the scheduled sweep does with each node. Pure. The sweep reads every node at once (one
  * filtered DescribeInstances for the cluster, one CiliumNode LIST, one table scan) and reconciles
  * only the nodes that need it, so its EC2 cost grows with the nodes that changed, not with the
- * cluster's ENIs.
+ * cluster's ENIs. The release handshake is judged the same way, from those reads alone: a node
+ * whose marks wait (inside the release delay, or for the agent's answer) costs nothing.
  */
+
+/** Why a node's allocation is reconciled. */
+export type AllocationSweepReason =
+  /** A running cluster member without a record: its EC2 event was missed or is still on its way. */
+  | 'no-record'
+  /** EC2 lists ENIs or addresses the record does not, or the other way round (out-of-band change). */
+  | 'drift'
+  /** The pool is below its watermarks (cilium `needed > 0`). */
+  | 'needs-ips'
+  /** The CiliumNode's knobs differ from the ones the record was planned with. */
+  | 'knobs-changed'
+  /** The last attempt recorded an error: try again. */
+  | 'last-error'
+  /** A claim was left behind by an invocation that did not finish. */
+  | 'expired-lease';
 
 export type NodeSweepDecision =
   | {
       readonly kind: 'reconcile';
-      readonly reason: /** A running cluster member without a record: its EC2 event was missed or is still on its way. */
-        | 'no-record'
-        /** EC2 lists ENIs or addresses the record does not, or the other way round (out-of-band change). */
-        | 'drift'
-        /** The pool is below its watermarks (cilium `needed > 0`). */
-        | 'needs-ips'
-        /** The CiliumNode's knobs differ from the ones the record was planned with. */
-        | 'knobs-changed'
-        /** The last attempt recorded an error: try again. */
-        | 'last-error'
-        /** A claim was left behind by an invocation that did not finish. */
-        | 'expired-lease';
+      /**
+       * The allocation reason, or `release` when only the release handshake has work: the pool has
+       * excess, or marks in progress can move (`planRelease` is not `none`).
+       */
+      readonly reason: AllocationSweepReason | 'release';
+      /**
+       * Whether to run the release before the allocation too. Allocation and release never both
+       * act on EC2 for one node (cilium's `needed` and `excess` are exclusive), but a node that needs
+       * IPs may hold marks to abort (cilium `abortNoLongerExcessIPs` runs on every recalculation),
+       * so that its ready-for-release IPs return to the pool at once.
+       */
+      readonly release: boolean;
     }
   | { readonly kind: 'skip'; readonly reason: 'in-sync' | 'not-active' | 'leased' };
 
@@ -40,22 +57,33 @@ export interface NodeSweepInputs {
   readonly prefixDelegationEnabled: boolean;
   readonly nowEpochMs: number;
   readonly consistencyGraceMs: number;
+  /** cilium `--aws-release-excess-ips`; absent means off. */
+  readonly releaseEnabled?: boolean;
+  /** cilium `--excess-ip-release-delay`, in milliseconds. */
+  readonly releaseDelayMs?: number;
 }
 
-/** The first rule that applies, in the order of `NodeSweepDecision`'s reasons. */
+/**
+ * The first rule that applies, in the order of `AllocationSweepReason`, then `release` (the
+ * handshake has work), else `in-sync`. Whatever the allocation reason (except `no-record`, which
+ * has no marks yet), `release` says whether the handshake has work too.
+ */
 export function decideNodeSweep(inputs: NodeSweepInputs): NodeSweepDecision {
   const { record, nowEpochMs } = inputs;
-  if (!record) return { kind: 'reconcile', reason: 'no-record' };
+  if (!record) return { kind: 'reconcile', reason: 'no-record', release: false };
   if (record.lifecycle !== 'active') return { kind: 'skip', reason: 'not-active' };
-  if (record.lease) {
-    return record.lease.expiresAtEpochMs > nowEpochMs
-      ? { kind: 'skip', reason: 'leased' }
-      : { kind: 'reconcile', reason: 'expired-lease' };
-  }
-  if (hasDrifted(record.enis, inputs.cluster.attachedEnis, nowEpochMs, inputs.consistencyGraceMs)) {
-    return { kind: 'reconcile', reason: 'drift' };
-  }
+  if (record.lease && record.lease.expiresAtEpochMs > nowEpochMs) return { kind: 'skip', reason: 'leased' };
   const knobs = knobsFromCiliumNode(inputs.ciliumNode, inputs.defaultKnobs);
+  const release = releaseHasWork(record, knobs, inputs);
+  const reconcile = (reason: AllocationSweepReason | 'release'): NodeSweepDecision => ({
+    kind: 'reconcile',
+    reason,
+    release,
+  });
+  if (record.lease) return reconcile('expired-lease');
+  if (hasDrifted(record.enis, inputs.cluster.attachedEnis, nowEpochMs, inputs.consistencyGraceMs)) {
+    return reconcile('drift');
+  }
   const demand = computePoolDemand({
     limits: inputs.limits,
     enis: record.enis,
@@ -63,10 +91,32 @@ export function decideNodeSweep(inputs: NodeSweepInputs): NodeSweepDecision {
     usedIpCount: usedIps(inputs.ciliumNode).length,
     prefixDelegationEnabled: inputs.prefixDelegationEnabled,
   });
-  if (demand.neededIps > 0) return { kind: 'reconcile', reason: 'needs-ips' };
-  if (stableJson(knobs) !== stableJson(record.knobs)) return { kind: 'reconcile', reason: 'knobs-changed' };
-  if (record.lastError) return { kind: 'reconcile', reason: 'last-error' };
+  if (demand.neededIps > 0) return reconcile('needs-ips');
+  if (stableJson(knobs) !== stableJson(record.knobs)) return reconcile('knobs-changed');
+  if (record.lastError) return reconcile('last-error');
+  if (release) return reconcile('release');
   return { kind: 'skip', reason: 'in-sync' };
+}
+
+/**
+ * Whether the release planner would do anything for the record as it stands: new marks, marks
+ * that move or are dropped, or unassignments. With release off, only a node that still holds marks
+ * is looked at (they are aborted).
+ */
+function releaseHasWork(record: NodeRecord, knobs: NodeKnobs, inputs: NodeSweepInputs): boolean {
+  const releaseEnabled = inputs.releaseEnabled ?? false;
+  if (!releaseEnabled && Object.keys(record.excessMarks ?? {}).length === 0) return false;
+  const plan = planRelease({
+    record,
+    ciliumNode: inputs.ciliumNode,
+    limits: inputs.limits,
+    knobs,
+    prefixDelegationEnabled: inputs.prefixDelegationEnabled,
+    releaseEnabled,
+    releaseDelayMs: inputs.releaseDelayMs ?? 0,
+    nowEpochMs: inputs.nowEpochMs,
+  });
+  return plan.kind !== 'none';
 }
 
 /**

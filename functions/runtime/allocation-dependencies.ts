@@ -1,10 +1,12 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { createEc2Client, createEc2NetworkAdapter } from '../aws/ec2-network.ts';
+import { withInstanceLimitsCatalog } from '../aws/instance-limits.ts';
 import { DynamoNodeRecordStore } from '../aws/node-table.ts';
 import { KubernetesCiliumNodeApi } from '../k8s/ciliumnode-api.ts';
 import { buildKubeConfig, kubernetesConnectionFromEnv } from '../k8s/kube-config.ts';
 import type { AllocationDependencies, AllocationSettings } from '../services/allocate-node.ts';
 import type { LifecycleDependencies } from '../services/node-lifecycle.ts';
+import type { ReleaseSettings } from '../services/release-excess.ts';
 import { Environment, isStringMap, readDefaultKnobs } from './environment.ts';
 import type { createLog } from './logger.ts';
 
@@ -12,6 +14,8 @@ import type { createLog } from './logger.ts';
 export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId'> & {
   readonly lifecycle: LifecycleDependencies;
   readonly eniGarbageCollectionGraceMs: number;
+  /** Excess-IP release: `RELEASE_EXCESS_IPS` (default false), `EXCESS_IP_RELEASE_DELAY_SECONDS` (default 180). */
+  readonly release: ReleaseSettings;
 };
 
 /**
@@ -43,7 +47,13 @@ export function buildAllocationDependencies(
     maxAttachAttempts: 5,
   };
   const ec2Client = createEc2Client();
-  const ec2 = createEc2NetworkAdapter({ client: ec2Client, clusterName, extraTags: eniTags });
+  const ec2 = withInstanceLimitsCatalog(
+    createEc2NetworkAdapter({ client: ec2Client, clusterName, extraTags: eniTags }),
+    {
+      onFallback: (event) =>
+        log.warn('instance limits from the static table', { ...event, error: String(event.error) }),
+    },
+  );
   const store = new DynamoNodeRecordStore(new DynamoDBClient({}), environment.string('TABLE_NAME'));
   const kubeConfig = buildKubeConfig(kubernetesConnectionFromEnv(variables), {
     credentials: () => ec2Client.config.credentials(),
@@ -64,5 +74,10 @@ export function buildAllocationDependencies(
       retiredRecordRetentionDays: environment.integer('RETIRED_RECORD_RETENTION_DAYS', 30),
     },
     eniGarbageCollectionGraceMs: environment.integer('ENI_GC_GRACE_MINUTES', 10) * 60_000,
+    // cilium-operator's --aws-release-excess-ips (off by default) and --excess-ip-release-delay (180 s).
+    release: {
+      enabled: environment.boolean('RELEASE_EXCESS_IPS', false),
+      delayMs: environment.integer('EXCESS_IP_RELEASE_DELAY_SECONDS', 180) * 1000,
+    },
   };
 }

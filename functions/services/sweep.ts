@@ -6,14 +6,16 @@ import type { InstanceLimits } from '../core/model.ts';
 import { decideNodeSweep, type NodeSweepDecision, recordsMissingFromCluster } from '../core/sweep-plan.ts';
 import { type AllocationDependencies, allocateNode } from './allocate-node.ts';
 import { allRecords, type LifecycleDependencies, retireNode } from './node-lifecycle.ts';
+import { type ReleaseSettings, releaseExcess } from './release-excess.ts';
 
 /**
  * The scheduled sweep. EC2 events are best effort, so every minute it compares the whole cluster
  * with the records, from three reads: one filtered DescribeInstances for the cluster's instances
  * (with their ENIs' addresses), one CiliumNode LIST (demand and knobs), one table scan. Then it
  * reconciles only the nodes that need it (missed launch, drift, deficit, changed knobs, a recorded
- * error, an abandoned claim) through the same path as the EC2-event function, and retires records
- * whose instance is gone.
+ * error, an abandoned claim) through the same path as the EC2-event function, advances the excess-IP
+ * release handshake of the nodes where it can move (`releaseExcess`), and retires records whose
+ * instance is gone.
  */
 
 export interface SweepDependencies extends Omit<AllocationDependencies, 'invocationId'> {
@@ -21,6 +23,8 @@ export interface SweepDependencies extends Omit<AllocationDependencies, 'invocat
   /** Nodes reconciled at a time. */
   readonly concurrency: number;
   readonly invocationId: string;
+  /** Excess-IP release (cilium `--aws-release-excess-ips`); absent means off. */
+  readonly release?: ReleaseSettings;
 }
 
 export interface SweepSummary {
@@ -49,6 +53,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
     deps,
   );
 
+  const release: ReleaseSettings = deps.release ?? { enabled: false, delayMs: 0 };
   const reconciled: Record<string, number> = {};
   const skipped: Record<string, number> = {};
   const failed: { instanceId: string; error: string }[] = [];
@@ -68,6 +73,8 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
         prefixDelegationEnabled: settings.prefixDelegationEnabled,
         nowEpochMs: deps.clock(),
         consistencyGraceMs: settings.consistencyGraceMs,
+        releaseEnabled: release.enabled,
+        releaseDelayMs: release.delayMs,
       });
       return { instanceId: listed.instance.id, decision };
     });
@@ -75,17 +82,29 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
     if (decision.kind === 'skip') skipped[decision.reason] = (skipped[decision.reason] ?? 0) + 1;
   }
   const toReconcile = decisions.filter(({ decision }) => decision.kind === 'reconcile');
-  await forEachWithConcurrency(toReconcile, deps.concurrency, async ({ instanceId, decision }) => {
+  /** Runs one piece of a node's work; a failure is logged and listed, and the rest goes on. */
+  const attempt = async (instanceId: string, reason: string, work: () => Promise<unknown>) => {
     try {
-      await allocateNode(instanceId, { ...deps, invocationId: deps.invocationId });
-      reconciled[decision.reason] = (reconciled[decision.reason] ?? 0) + 1;
+      await work();
+      reconciled[reason] = (reconciled[reason] ?? 0) + 1;
     } catch (error) {
       failed.push({ instanceId, error: error instanceof Error ? error.message : String(error) });
-      log.error('sweep could not reconcile a node', {
-        instanceId,
-        reason: decision.reason,
-        error: String(error),
-      });
+      log.error('sweep could not reconcile a node', { instanceId, reason, error: String(error) });
+    }
+  };
+  await forEachWithConcurrency(toReconcile, deps.concurrency, async ({ instanceId, decision }) => {
+    if (decision.kind !== 'reconcile') return;
+    // Release first: on a node that needs IPs it only aborts marks, returning their IPs to the pool
+    // before the allocator plans (a failed release does not hold the allocation back).
+    if (decision.release) {
+      await attempt(instanceId, 'release', () =>
+        releaseExcess(instanceId, { ...deps, release, invocationId: deps.invocationId }),
+      );
+    }
+    if (decision.reason !== 'release') {
+      await attempt(instanceId, decision.reason, () =>
+        allocateNode(instanceId, { ...deps, invocationId: deps.invocationId }),
+      );
     }
   });
 

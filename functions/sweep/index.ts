@@ -17,7 +17,9 @@ export type SweepTask = 'sweep' | 'eni-garbage-collection';
 
 /**
  * Scheduled work: `{"task":"sweep"}` (also a plain EventBridge scheduled event) reconciles every
- * node; `{"task":"eni-garbage-collection"}` deletes leaked ENIs. Anything else is refused.
+ * node and, with `RELEASE_EXCESS_IPS=true`, moves each node's excess-IP release handshake on (marks
+ * kept on the node item, so the `EXCESS_IP_RELEASE_DELAY_SECONDS` delay survives cold starts);
+ * `{"task":"eni-garbage-collection"}` deletes leaked ENIs. Anything else is refused.
  */
 export function parseSweepRequest(event: unknown): SweepTask {
   if (typeof event === 'object' && event !== null) {

@@ -1,0 +1,240 @@
+import type { CiliumNode } from '../core/ciliumnode.ts';
+import { isClusterMember } from '../core/cluster-membership.ts';
+import { VersionConflictError } from '../core/errors.ts';
+import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
+import type { EniState, ExcessMark, InstanceView, NodeRecord } from '../core/model.ts';
+import {
+  isLeasedByOther,
+  mergeObservedEnis,
+  type NodeRecordContent,
+  nextNodeRecord,
+} from '../core/node-record.ts';
+import {
+  enisAfterUnassign,
+  marksAfterUnassign,
+  planRelease,
+  type ReleasePlan,
+  type Unassignment,
+} from '../core/release-plan.ts';
+import type { AllocationDependencies } from './allocate-node.ts';
+
+/**
+ * Excess-IP release for one node: observe (EC2, the record, the CiliumNode), plan the handshake
+ * with `planRelease`, unassign in EC2 what the plan says, record the outcome with a conditional
+ * write. The same lease discipline as `allocateNode`: before its first EC2 mutation an invocation
+ * claims the node with a write conditional on the version it read, and an invocation that sees
+ * another's unexpired claim backs off (`busy`). A crash after an unassignment leaves the marks at
+ * `ready-for-release` with the addresses gone from EC2; the next plan turns them into `released`
+ * (`gone-from-ec2`), and UnassignPrivateIpAddresses skips what is already gone, so nothing is lost
+ * or released twice.
+ */
+
+/** cilium-operator's `--aws-release-excess-ips` and `--excess-ip-release-delay`. */
+export interface ReleaseSettings {
+  readonly enabled: boolean;
+  readonly delayMs: number;
+}
+
+export interface ReleaseDependencies extends AllocationDependencies {
+  readonly release: ReleaseSettings;
+}
+
+export type ReleaseOutcome =
+  | {
+      readonly kind: 'ignored';
+      readonly reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'no-record' | 'not-active';
+      readonly detail: string;
+    }
+  | { readonly kind: 'busy'; readonly leaseHolder: string }
+  | {
+      readonly kind: 'reconciled';
+      /** What was planned (`none` wrote nothing). */
+      readonly plan: ReleasePlan['kind'];
+      readonly recordVersion: number;
+      /** Addresses EC2 confirmed unassigned (prefix addresses expanded), sorted per ENI. */
+      readonly releasedIps: readonly string[];
+      /** Marks that changed, per reason. */
+      readonly changes: Readonly<Record<string, number>>;
+    };
+
+const MAX_RECORD_CONFLICT_RETRIES = 3;
+
+export async function releaseExcess(instanceId: string, deps: ReleaseDependencies): Promise<ReleaseOutcome> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await releaseOnce(instanceId, deps);
+    } catch (error) {
+      // The record moved between our read and our write: re-read and re-plan, unless the move was
+      // another invocation's claim on the node (then it owns the node until it is done).
+      if (!(error instanceof VersionConflictError) || attempt >= MAX_RECORD_CONFLICT_RETRIES) throw error;
+      if (isLeasedByOther(error.current, deps.invocationId, deps.clock())) {
+        return { kind: 'busy', leaseHolder: error.current?.lease?.holder ?? '' };
+      }
+      deps.log.info('node record changed under the release; re-planning', { instanceId, attempt });
+    }
+  }
+}
+
+async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promise<ReleaseOutcome> {
+  const { ec2, store, settings, log } = deps;
+  const instance = await ec2.describeInstance(instanceId);
+  if (!instance) return ignored('unknown-instance', `EC2 does not know instance ${instanceId}`, deps);
+  if (!isClusterMember(instance, settings.clusterName, settings.clusterTagValues)) {
+    return ignored(
+      'not-in-cluster',
+      `instance ${instanceId} is not a member of ${settings.clusterName}`,
+      deps,
+    );
+  }
+  if (instance.state !== 'running') {
+    return ignored('not-running', `instance ${instanceId} is ${instance.state}, not running`, deps);
+  }
+  let record = await store.get(instanceId);
+  if (!record)
+    return ignored('no-record', `node ${instanceId} has no record yet; allocation comes first`, deps);
+  if (record.lifecycle !== 'active') {
+    return ignored('not-active', `node ${instanceId} is ${record.lifecycle}`, deps);
+  }
+  if (isLeasedByOther(record, deps.invocationId, deps.clock())) {
+    log.info('another invocation holds the node; backing off', { instanceId, lease: record.lease });
+    return { kind: 'busy', leaseHolder: record.lease?.holder ?? '' };
+  }
+
+  const [ciliumNode, limits, observedEnis] = await Promise.all([
+    deps.ciliumNodes.get(record.nodeName),
+    ec2.describeInstanceLimits(instance.instanceType),
+    ec2.describeAttachedEnis(instanceId, record.vpc),
+  ]);
+  const trusted = trustedCiliumNode(ciliumNode, instanceId);
+  let enis = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);
+  const previousMarks = record.excessMarks ?? {};
+  const plan = planRelease({
+    record: { enis, excessMarks: previousMarks },
+    ciliumNode: trusted,
+    limits,
+    knobs: knobsFromCiliumNode(trusted, settings.defaultKnobs),
+    prefixDelegationEnabled: settings.prefixDelegationEnabled,
+    releaseEnabled: deps.release.enabled,
+    releaseDelayMs: deps.release.delayMs,
+    nowEpochMs: deps.clock(),
+  });
+  const changes = countChanges(plan);
+  if (plan.kind === 'none') {
+    return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps: [], changes };
+  }
+
+  const write = async (marks: Readonly<Record<string, ExcessMark>>, lease: boolean) => {
+    const base = record as NodeRecord;
+    const next = withMarks(
+      nextNodeRecord(base, contentOf(base, instance, enis, lease, deps), deps.clock()),
+      marks,
+    );
+    await store.put(next, base.version);
+    record = next;
+  };
+
+  if (plan.kind === 'update-marks') {
+    await write(plan.marks, false);
+    log.info('release handshake advanced', { instanceId, changes, recordVersion: record.version });
+    return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps: [], changes };
+  }
+
+  await write(previousMarks, true); // the claim, conditional on the version we read
+  const confirmed: Unassignment[] = [];
+  let failure: unknown;
+  for (const unassignment of plan.unassignments) {
+    try {
+      await ec2.unassignIps(unassignment.eniId, { ips: unassignment.ips, prefixes: unassignment.prefixes });
+      confirmed.push(unassignment);
+    } catch (error) {
+      failure = error;
+      break;
+    }
+  }
+  // Record what EC2 confirmed and release the claim, whether or not every call went through.
+  enis = enisAfterUnassign(enis, confirmed, deps.clock());
+  const marks = marksAfterUnassign(plan, previousMarks, new Set(confirmed.map((done) => done.eniId)));
+  try {
+    await write(marks, false);
+  } catch (error) {
+    log.error('could not record the release; the lease will expire and the next plan recovers', {
+      instanceId,
+      error: errorMessage(error),
+    });
+    throw failure ?? error;
+  }
+  const releasedIps = confirmed.flatMap((done) => done.addresses);
+  if (failure !== undefined) {
+    log.error('unassigning excess IPs failed part-way; recorded what EC2 confirmed', {
+      instanceId,
+      releasedIps,
+      error: errorMessage(failure),
+    });
+    throw failure;
+  }
+  log.info('excess IPs released', { instanceId, releasedIps, changes, recordVersion: record.version });
+  return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps, changes };
+}
+
+/**
+ * The record content this writer produces: the ENIs as observed and released, everything the
+ * allocator owns (knobs, prefix-delegation mode, last error, node name, VPC) kept as recorded.
+ */
+function contentOf(
+  record: NodeRecord,
+  instance: InstanceView,
+  enis: readonly EniState[],
+  lease: boolean,
+  deps: ReleaseDependencies,
+): NodeRecordContent {
+  return {
+    instance,
+    nodeName: record.nodeName,
+    vpc: record.vpc,
+    enis,
+    knobs: record.knobs,
+    prefixDelegation: record.prefixDelegation,
+    ...(record.lastError ? { lastError: record.lastError } : {}),
+    ...(lease
+      ? {
+          lease: {
+            holder: deps.invocationId,
+            expiresAtEpochMs: deps.clock() + deps.settings.leaseDurationMs,
+          },
+        }
+      : {}),
+  };
+}
+
+/** The record with its `excessMarks` replaced (the field is left out when there are none). */
+function withMarks(record: NodeRecord, marks: Readonly<Record<string, ExcessMark>>): NodeRecord {
+  const { excessMarks: _replaced, ...rest } = record;
+  return Object.keys(marks).length > 0 ? { ...rest, excessMarks: marks } : rest;
+}
+
+/** The CiliumNode only when it belongs to this instance (a foreign one is never trusted). */
+function trustedCiliumNode(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
+  if (!node) return undefined;
+  const owner = instanceIdOfCiliumNode(node);
+  return owner === undefined || owner === instanceId ? node : undefined;
+}
+
+function countChanges(plan: ReleasePlan): Record<string, number> {
+  const counts: Record<string, number> = {};
+  if (plan.kind === 'none') return counts;
+  for (const change of plan.changes) counts[change.reason] = (counts[change.reason] ?? 0) + 1;
+  return counts;
+}
+
+function ignored(
+  reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'no-record' | 'not-active',
+  detail: string,
+  deps: ReleaseDependencies,
+): ReleaseOutcome {
+  deps.log.info('not releasing', { reason, detail });
+  return { kind: 'ignored', reason, detail };
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
