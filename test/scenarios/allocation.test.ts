@@ -143,7 +143,11 @@ describe('allocation gives each node what cilium-operator would', () => {
 
   it('asks DescribeInstanceTypes once per type per container', async () => {
     const deps = harness.dependencies();
-    for (const instance of [harness.launch('m5.large'), harness.launch('m5.large'), harness.launch('t3.medium')]) {
+    for (const instance of [
+      harness.launch('m5.large'),
+      harness.launch('m5.large'),
+      harness.launch('t3.medium'),
+    ]) {
       await allocateNode(instance.instanceId, { ...deps, invocationId: instance.instanceId });
     }
     expect(harness.ec2.calls.count('DescribeInstanceTypes')).toBe(2);
