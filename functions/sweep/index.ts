@@ -2,11 +2,13 @@ import type { Context } from 'aws-lambda';
 import { InvalidInputError } from '../core/errors.ts';
 import { buildAllocationDependencies } from '../runtime/allocation-dependencies.ts';
 import { createLog } from '../runtime/logger.ts';
+import { garbageCollectionMetrics, MetricsSink, sweepMetrics } from '../runtime/metrics.ts';
 import { collectEniGarbage, type GarbageCollectionSummary } from '../services/node-lifecycle.ts';
 import { type SweepSummary, sweep } from '../services/sweep.ts';
 
 const log = createLog('serverless-eni-ipam-sweep');
 const dependencies = buildAllocationDependencies(process.env, log);
+const metrics = new MetricsSink();
 
 /** Nodes reconciled at once: enough to finish a large cluster within a minute, small enough for EC2's buckets. */
 const SWEEP_CONCURRENCY = 16;
@@ -37,15 +39,23 @@ export async function handler(
   context: Pick<Context, 'awsRequestId'>,
 ): Promise<SweepSummary | GarbageCollectionSummary> {
   const task = parseSweepRequest(event);
-  if (task === 'eni-garbage-collection') {
-    return collectEniGarbage(dependencies.lifecycle, {
-      graceMs: dependencies.eniGarbageCollectionGraceMs,
-      maxDeletionsPerRun: MAX_ENI_DELETIONS_PER_RUN,
+  try {
+    if (task === 'eni-garbage-collection') {
+      const summary = await collectEniGarbage(dependencies.lifecycle, {
+        graceMs: dependencies.eniGarbageCollectionGraceMs,
+        maxDeletionsPerRun: MAX_ENI_DELETIONS_PER_RUN,
+      });
+      metrics.add(garbageCollectionMetrics(summary));
+      return summary;
+    }
+    const summary = await sweep({
+      ...dependencies,
+      concurrency: SWEEP_CONCURRENCY,
+      invocationId: context.awsRequestId,
     });
+    metrics.add(sweepMetrics(summary));
+    return summary;
+  } finally {
+    metrics.flush();
   }
-  return sweep({
-    ...dependencies,
-    concurrency: SWEEP_CONCURRENCY,
-    invocationId: context.awsRequestId,
-  });
 }
