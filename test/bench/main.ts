@@ -1,0 +1,110 @@
+/**
+ * `npm run bench`: N nodes launched at once on the local cloud, EC2 enforcing AWS's per-action
+ * token buckets on a scaled clock; every figure is printed beside its floor (or limit) as a ratio,
+ * and written to the out dir as bench.json, bench.md and nodes-ready.svg (plus the functions' log).
+ * Benchmarks report; they assert nothing about wall-clock time.
+ *
+ *   npm run bench -- [--nodes N] [--mix m5.large:2,t3.medium:1] [--first-interface-index 0|1]
+ *                    [--prefix-delegation] [--duplicate-events RATE] [--scale X] [--out DIR]
+ *                    [--concurrency C] [--import-runs R] [--timeout SECONDS] [--seed S]
+ *
+ * --nodes N                  instances launched at once (default 200)
+ * --mix SPEC                 instance types and weights (default m5.large:2,t3.medium:1)
+ * --first-interface-index I  0: pool IPs may go on eth0 (default); 1: every node needs a new ENI
+ * --prefix-delegation        /28 prefixes instead of single IPs (Nitro types)
+ * --duplicate-events RATE    fraction of EC2 events delivered twice (default 0)
+ * --scale X                  simulated seconds per real second for EC2's buckets, schedules and
+ *                            Lambda retry waits (default 1: real time; the functions' own SDK
+ *                            backoff stays real time, so a large X overstates retry waits)
+ * --out DIR                  where the reports go (default bench-results)
+ * --concurrency C            containers per function (default 8)
+ * --import-runs R            fresh-process imports per function for the init time (default 5)
+ * --timeout SECONDS          real seconds to wait for every node (default 120 + 0.6 per node)
+ */
+import { createWriteStream, mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { formatNumber } from './floors.ts';
+import { renderMarkdownReport, renderTable } from './report.ts';
+import { type BenchOptions, runBench } from './run.ts';
+
+function parseFlags(argv: string[]): BenchOptions & { out: string } {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      nodes: { type: 'string', default: '200' },
+      mix: { type: 'string', default: 'm5.large:2,t3.medium:1' },
+      'first-interface-index': { type: 'string', default: '0' },
+      'prefix-delegation': { type: 'boolean', default: false },
+      'duplicate-events': { type: 'string', default: '0' },
+      scale: { type: 'string', default: '1' },
+      out: { type: 'string', default: 'bench-results' },
+      concurrency: { type: 'string', default: '8' },
+      'import-runs': { type: 'string', default: '5' },
+      timeout: { type: 'string' },
+      seed: { type: 'string', default: '1' },
+    },
+  });
+  const integer = (name: string, raw: string | undefined, min: number, max: number) => {
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < min || value > max)
+      throw new Error(`--${name} must be an integer in ${min}..${max}, got ${raw}`);
+    return value;
+  };
+  const firstInterfaceIndex = integer('first-interface-index', values['first-interface-index'], 0, 1) as
+    | 0
+    | 1;
+  return {
+    nodes: integer('nodes', values.nodes, 1, 5_000),
+    mix: values.mix,
+    firstInterfaceIndex,
+    prefixDelegation: values['prefix-delegation'],
+    duplicateEvents: Number(values['duplicate-events']),
+    scale: Number(values.scale),
+    out: values.out,
+    concurrency: integer('concurrency', values.concurrency, 1, 64),
+    importRuns: integer('import-runs', values['import-runs'], 1, 50),
+    ...(values.timeout === undefined
+      ? {}
+      : { timeoutSeconds: integer('timeout', values.timeout, 10, 7_200) }),
+    seed: integer('seed', values.seed, 0, 2 ** 31),
+  };
+}
+
+async function main(): Promise<number> {
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  const flags = parseFlags(process.argv.slice(2));
+  const out = resolve(flags.out);
+  mkdirSync(out, { recursive: true });
+  const functionLog = createWriteStream(join(out, 'functions.log'));
+  try {
+    const { report, chartSvg } = await runBench({
+      ...flags,
+      functionLog: (line) => functionLog.write(`${line}\n`),
+      onProgress: (line) => console.log(`bench: ${line}`),
+    });
+    writeFileSync(join(out, 'bench.json'), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(join(out, 'bench.md'), renderMarkdownReport(report));
+    writeFileSync(join(out, 'nodes-ready.svg'), chartSvg);
+    console.log('');
+    console.log(
+      `${flags.nodes} nodes (${flags.mix}, first-interface-index ${flags.firstInterfaceIndex}${flags.prefixDelegation ? ', prefix delegation' : ''}, duplicate events ${flags.duplicateEvents}, scale ${flags.scale}x): ready ${report.readyNodes}/${flags.nodes}${report.burst.timedOut ? ' TIMED OUT' : ''}, invariant violations ${report.burst.invariantViolations}, burst ${formatNumber(report.burst.realSeconds, 1)} real s`,
+    );
+    console.log(renderTable(report.figures));
+    if (report.singleNode) console.log(`one node alone, chain: ${report.singleNode.chain.join(' > ')}`);
+    console.log(`\nreports: ${join(out, 'bench.md')}, bench.json, nodes-ready.svg, functions.log`);
+    return 0;
+  } finally {
+    await new Promise((done) => functionLog.end(done));
+  }
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
+    process.exitCode = 1;
+  },
+);
