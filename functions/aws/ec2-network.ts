@@ -107,6 +107,8 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   private readonly client: EC2Client;
   private readonly clusterName: string;
   private readonly extraTags: Tags;
+  /** Subnet id to IPv4 CIDR, for the container's lifetime (a subnet's CIDR never changes). */
+  private readonly subnetCidrs = new Map<string, string>();
 
   constructor(
     options: Ec2NetworkAdapterOptions,
@@ -149,12 +151,12 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
       }));
   }
 
-  async describeAttachedEnis(instanceId: string, vpc: VpcView): Promise<EniState[]> {
+  async describeAttachedEnis(instanceId: string, vpcId: string): Promise<EniState[]> {
     const interfaces = await this.describeNetworkInterfaces([filter('attachment.instance-id', instanceId)]);
-    const outsideVpc = interfaces.filter((eni) => eni.VpcId !== vpc.id);
+    const outsideVpc = interfaces.filter((eni) => eni.VpcId !== vpcId);
     if (outsideVpc.length > 0) {
       throw new InvalidInputError(
-        `instance ${instanceId} has ENIs outside its VPC ${vpc.id} (${outsideVpc.map((eni) => `${eni.NetworkInterfaceId} in ${eni.VpcId}`).join(', ')}); cilium's per-node VPC cannot describe them`,
+        `instance ${instanceId} has ENIs outside its VPC ${vpcId} (${outsideVpc.map((eni) => `${eni.NetworkInterfaceId} in ${eni.VpcId}`).join(', ')}); cilium's per-node VPC cannot describe them`,
       );
     }
     const subnetCidrs = await this.subnetCidrsById(interfaces.map((eni) => eni.SubnetId ?? ''));
@@ -219,6 +221,9 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
       ),
     ]);
     const routeTableOf = routeTableResolver(routeTables);
+    for (const subnet of subnets) {
+      if (subnet.SubnetId && subnet.CidrBlock) this.subnetCidrs.set(subnet.SubnetId, subnet.CidrBlock);
+    }
     return subnets.map((subnet) => toSubnetView(subnet, routeTableOf(subnet.SubnetId ?? '')));
   }
 
@@ -428,10 +433,22 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     );
   }
 
-  /** CIDR per subnet id, in ONE DescribeSubnets for all the ids of a batch. */
+  /**
+   * CIDR per subnet id, in ONE DescribeSubnets for the ids of a batch that this container has not
+   * seen yet: a subnet's IPv4 CIDR is fixed for its lifetime, so it is remembered for good.
+   */
   private async subnetCidrsById(subnetIds: readonly string[]): Promise<ReadonlyMap<string, string>> {
     const uniqueIds = [...new Set(subnetIds.filter((id) => id !== ''))];
-    if (uniqueIds.length === 0) return new Map();
+    const unknownIds = uniqueIds.filter((id) => !this.subnetCidrs.has(id));
+    if (unknownIds.length > 0) {
+      for (const [id, cidr] of await this.describeSubnetCidrs(unknownIds)) {
+        if (cidr !== '') this.subnetCidrs.set(id, cidr);
+      }
+    }
+    return this.subnetCidrs;
+  }
+
+  private async describeSubnetCidrs(uniqueIds: readonly string[]): Promise<ReadonlyMap<string, string>> {
     const subnets = await this.paginate((NextToken) =>
       this.client
         .send(

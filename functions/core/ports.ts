@@ -48,7 +48,7 @@ export interface Ec2NetworkPort {
    * (a multi-VPC attachment) cannot be described in the node's one VPC, so it fails with
    * `InvalidInputError` rather than publish a wrong VPC for it. Empty for an unknown instance.
    */
-  describeAttachedEnis(instanceId: string, vpc: VpcView): Promise<EniState[]>;
+  describeAttachedEnis(instanceId: string, vpcId: string): Promise<EniState[]>;
   /**
    * Instances whose tag `tagKey` has one of `tagValues` and whose state is one of `states`
    * (filtered DescribeInstances, paginated): how the sweep finds nodes whose events were missed.

@@ -160,7 +160,14 @@ async function allocateOnce(instanceId: string, deps: AllocationDependencies): P
     return ignored('not-running', `instance ${instanceId} is ${instance.state}, not running`, deps);
   }
 
-  let record = await store.get(instanceId);
+  // Everything else is read at once: the sequential round trips from the event to a usable pool
+  // are what a node waits for.
+  const [storedRecord, observation, observedEnis] = await Promise.all([
+    store.get(instanceId),
+    observe(instance, deps),
+    ec2.describeAttachedEnis(instanceId, instance.vpcId),
+  ]);
+  let record = storedRecord;
   if (record && record.lifecycle !== 'active') {
     return ignored('not-active', `node ${instanceId} is ${record.lifecycle}; no new allocation`, deps);
   }
@@ -168,20 +175,14 @@ async function allocateOnce(instanceId: string, deps: AllocationDependencies): P
     log.info('another invocation holds the node; backing off', { instanceId, lease: record?.lease });
     return { kind: 'busy', leaseHolder: record?.lease?.holder ?? '' };
   }
-
-  const observation = await observe(instance, deps);
-  let enis = mergeObservedEnis(
-    record?.enis ?? [],
-    await ec2.describeAttachedEnis(instanceId, observation.vpc),
-    deps.clock(),
-    settings.consistencyGraceMs,
-  );
+  let enis = mergeObservedEnis(record?.enis ?? [], observedEnis, deps.clock(), settings.consistencyGraceMs);
 
   const actions: string[] = [];
   const failedSubnetIds: string[] = [];
   const prefixRefusedSubnetIds: string[] = [];
   let blocked: RecordedError | undefined;
   let leased = false;
+  let unrecordedChanges = false;
   const content = (lease: boolean): NodeRecordContent => ({
     instance,
     nodeName: observation.nodeName,
@@ -229,6 +230,11 @@ async function allocateOnce(instanceId: string, deps: AllocationDependencies): P
       if (!leased) {
         await write(true); // the claim: conditional on the version we read
         leased = true;
+      } else if (unrecordedChanges) {
+        // Progress: what EC2 confirmed so far is durable before the next mutation. After the
+        // last one, the write that releases the claim records it.
+        await write(true);
+        unrecordedChanges = false;
       }
       if (repair) {
         await ec2.setDeleteOnTermination(repair.id, repair.attachmentId, true);
@@ -262,7 +268,7 @@ async function allocateOnce(instanceId: string, deps: AllocationDependencies): P
           actions.push(`create-eni:${created.id}:${created.deviceIndex}`);
         }
       }
-      if (leased) await write(true); // progress: what EC2 confirmed so far is durable at once
+      unrecordedChanges = true;
     }
   } catch (error) {
     blocked = { code: errorCode(error), message: errorMessage(error), atEpochMs: deps.clock() };
@@ -294,7 +300,12 @@ async function allocateOnce(instanceId: string, deps: AllocationDependencies): P
 async function observe(instance: InstanceView, deps: AllocationDependencies): Promise<Observation> {
   const { ec2, settings, log } = deps;
   const nodeName = nodeNameFor(instance, settings.nodeNaming);
-  const ciliumNode = await deps.ciliumNodes.get(nodeName);
+  const [ciliumNode, vpc, limits, subnets] = await Promise.all([
+    deps.ciliumNodes.get(nodeName),
+    ec2.describeVpc(instance.vpcId),
+    ec2.describeInstanceLimits(instance.instanceType),
+    ec2.describeSubnets(instance.vpcId, instance.availabilityZone),
+  ]);
   const ownerOfCiliumNode = ciliumNode ? instanceIdOfCiliumNode(ciliumNode) : undefined;
   const foreign = ownerOfCiliumNode !== undefined && ownerOfCiliumNode !== instance.id;
   if (foreign) {
@@ -306,14 +317,11 @@ async function observe(instance: InstanceView, deps: AllocationDependencies): Pr
   }
   const trusted = foreign ? undefined : ciliumNode;
   const knobs = knobsFromCiliumNode(trusted, settings.defaultKnobs);
-  const [vpc, limits, subnets, securityGroups] = await Promise.all([
-    ec2.describeVpc(instance.vpcId),
-    ec2.describeInstanceLimits(instance.instanceType),
-    ec2.describeSubnets(instance.vpcId, instance.availabilityZone),
+  // Security groups by tag are the one lookup that depends on the knobs (and the rarest).
+  const securityGroups =
     Object.keys(knobs.securityGroupTags).length > 0 && knobs.securityGroups.length === 0
-      ? ec2.describeSecurityGroups(instance.vpcId)
-      : Promise.resolve([]),
-  ]);
+      ? await ec2.describeSecurityGroups(instance.vpcId)
+      : [];
   return {
     instance,
     nodeName,

@@ -103,7 +103,7 @@ async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promi
   const [ciliumNode, limits, observedEnis] = await Promise.all([
     deps.ciliumNodes.get(record.nodeName),
     ec2.describeInstanceLimits(instance.instanceType),
-    ec2.describeAttachedEnis(instanceId, record.vpc),
+    ec2.describeAttachedEnis(instanceId, record.vpc.id),
   ]);
   const trusted = trustedCiliumNode(ciliumNode, instanceId);
   let enis = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);

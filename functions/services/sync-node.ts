@@ -5,6 +5,7 @@ import {
   ResourceVersionConflictError,
 } from '../core/ciliumnode.ts';
 import { forEachWithConcurrency } from '../core/concurrency.ts';
+import type { NodeRecord } from '../core/model.ts';
 import type { Log, NodeRecordStore } from '../core/ports.ts';
 import { planSyncStep, type SyncWriteStep } from '../core/sync-plan.ts';
 
@@ -98,14 +99,21 @@ export async function syncNode(instanceId: string, deps: SyncDependencies): Prom
   let ciliumNode: CiliumNode | undefined | typeof UNREAD = UNREAD;
   let writes = 0;
   let conflicts = 0;
+  let record: NodeRecord | undefined;
   for (let round = 0; round < maxRounds; round++) {
-    if (ciliumNode === UNREAD) ciliumNode = await deps.ciliumNodes.get(nodeName);
-    const record = await deps.store.get(instanceId);
+    // The record is read after every fresh read of the CiliumNode, never before it. After a
+    // successful write the CiliumNode is that write's response, which holds nothing newer than
+    // the record it was planned from, so that record is planned from again without a re-read.
+    if (ciliumNode === UNREAD || record === undefined) {
+      if (ciliumNode === UNREAD) ciliumNode = await deps.ciliumNodes.get(nodeName);
+      record = await deps.store.get(instanceId);
+    }
     const base = { instanceId, writes, conflicts, nodeName };
     if (record === undefined) return finish({ ...base, outcome: 'no-record' }, deps);
     if (record.nodeName !== nodeName) {
       nodeName = record.nodeName;
       ciliumNode = UNREAD;
+      record = undefined;
       continue;
     }
     const step = planSyncStep(record, ciliumNode);

@@ -180,7 +180,7 @@ describe('describes', () => {
     const vpc = await f.adapter.describeVpc(f.seed.vpc.vpcId);
     f.emulator.calls.reset();
 
-    const enis = await f.adapter.describeAttachedEnis(instanceId, vpc);
+    const enis = await f.adapter.describeAttachedEnis(instanceId, vpc.id);
 
     expect(f.emulator.calls.byAction()).toEqual({ DescribeNetworkInterfaces: 1, DescribeSubnets: 1 });
     expect(enis.map((eni) => eni.deviceIndex)).toEqual([0, 1, 2]);
@@ -238,7 +238,7 @@ describe('describes', () => {
     const vpc = await f.adapter.describeVpc(f.seed.vpc.vpcId);
     f.emulator.calls.reset();
 
-    const enis = await f.adapter.describeAttachedEnis(instanceId, vpc);
+    const enis = await f.adapter.describeAttachedEnis(instanceId, vpc.id);
 
     expect(enis.map((eni) => eni.deviceIndex)).toEqual([0, 1, 2, 3, 4, 5, 6]);
     expect(f.emulator.calls.count('DescribeNetworkInterfaces')).toBe(2);

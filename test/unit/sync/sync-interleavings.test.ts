@@ -48,6 +48,8 @@ interface SyncActor {
   phase: 'idle' | 'planned';
   planned?: SyncWriteStep;
   plannedFrom?: number;
+  /** The record the sync planned from; after a successful write it plans its next step from it again. */
+  record?: NodeRecord;
 }
 
 interface RunResult {
@@ -109,6 +111,7 @@ function run(seed: number, order: RecordReadOrder, steps = 400): RunResult {
           sync.phase = 'planned';
           sync.planned = planned;
           sync.plannedFrom = plannedVersion(planned, record);
+          sync.record = record;
         }
       } else {
         const planned = sync.planned as SyncWriteStep;
@@ -125,6 +128,14 @@ function run(seed: number, order: RecordReadOrder, steps = 400): RunResult {
           backwardsWrites.push(`seed ${seed}: ${planned.kind} from v${from} after v${highestWrittenVersion}`);
         }
         highestWrittenVersion = Math.max(highestWrittenVersion, from);
+        // As syncNode does: the write's response is the next CiliumNode read, and the record it was
+        // planned from is planned from again, without a re-read.
+        const next = planSyncStep(sync.record as NodeRecord, stored);
+        if (isWrite(next)) {
+          sync.phase = 'planned';
+          sync.planned = next;
+          sync.plannedFrom = plannedVersion(next, sync.record as NodeRecord);
+        }
       }
     }
   }
