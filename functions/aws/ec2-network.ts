@@ -88,6 +88,10 @@ export interface Ec2NetworkAdapterOptions {
   readonly extraTags?: Tags;
   /** MaxResults of the paginated describes, 5..1000 (route tables are capped at 100). Default 1000. */
   readonly describePageSize?: number;
+  /** How long a VPC's CIDRs are remembered. Default 60 s; 0 asks EC2 every time. */
+  readonly vpcCacheTtlMs?: number;
+  /** Clock for the VPC cache; default the system clock. */
+  readonly nowMs?: () => number;
 }
 
 /** Builds the adapter; throws `ConfigurationError` for an empty cluster name or unusable extra tags. */
@@ -109,6 +113,9 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   private readonly extraTags: Tags;
   /** Subnet id to IPv4 CIDR, for the container's lifetime (a subnet's CIDR never changes). */
   private readonly subnetCidrs = new Map<string, string>();
+  private readonly vpcs = new Map<string, { vpc: VpcView; expiresAtMs: number }>();
+  private readonly vpcCacheTtlMs: number;
+  private readonly nowMs: () => number;
 
   constructor(
     options: Ec2NetworkAdapterOptions,
@@ -117,6 +124,8 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     this.client = options.client;
     this.clusterName = options.clusterName;
     this.extraTags = options.extraTags ?? {};
+    this.vpcCacheTtlMs = options.vpcCacheTtlMs ?? 60_000;
+    this.nowMs = options.nowMs ?? Date.now;
   }
 
   async describeInstance(instanceId: string): Promise<InstanceView | undefined> {
@@ -183,8 +192,23 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     return interfaces.map(toDetachedEni).filter((eni) => isOurs(eni.tags, this.clusterName));
   }
 
+  /**
+   * The VPC's primary and associated secondary CIDRs. Remembered for `vpcCacheTtlMs` (a CIDR
+   * association is rare and slow, and a burst of nodes in one VPC should not spend the Describe
+   * bucket on it). A filter, not an id list, so the call draws on the larger filtered bucket.
+   */
   async describeVpc(vpcId: string): Promise<VpcView> {
-    const output = await ec2(() => this.client.send(new DescribeVpcsCommand({ VpcIds: [vpcId] })));
+    const cached = this.vpcs.get(vpcId);
+    if (cached && cached.expiresAtMs > this.nowMs()) return cached.vpc;
+    const vpc = await this.describeVpcUncached(vpcId);
+    this.vpcs.set(vpcId, { vpc, expiresAtMs: this.nowMs() + this.vpcCacheTtlMs });
+    return vpc;
+  }
+
+  private async describeVpcUncached(vpcId: string): Promise<VpcView> {
+    const output = await ec2(() =>
+      this.client.send(new DescribeVpcsCommand({ Filters: [filter('vpc-id', vpcId)] })),
+    );
     const vpc = output.Vpcs?.find((candidate) => candidate.VpcId === vpcId);
     if (!vpc?.CidrBlock) throw new Ec2Error('InvalidVpcID.NotFound', `The vpc ID '${vpcId}' does not exist`);
     const primaryCidr = vpc.CidrBlock;

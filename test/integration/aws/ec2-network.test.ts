@@ -109,6 +109,20 @@ describe('describes', () => {
     await expect(f.adapter.describeVpc('vpc-0000000000000ffff')).rejects.toSatisfy(isNotFound);
   });
 
+  it('describeVpc remembers a VPC for its cache lifetime, then asks again (seeing a new CIDR)', async () => {
+    let nowMs = 0;
+    const f = await start({ adapter: { vpcCacheTtlMs: 60_000, nowMs: () => nowMs } });
+    const vpcId = f.seed.vpc.vpcId;
+    await f.adapter.describeVpc(vpcId);
+    f.emulator.state.addVpcCidr(vpcId, '100.65.0.0/16');
+    nowMs = 59_999;
+    expect((await f.adapter.describeVpc(vpcId)).secondaryCidrs).toEqual(['100.64.0.0/16']);
+    expect(f.emulator.calls.count('DescribeVpcs')).toBe(1);
+    nowMs = 60_000;
+    expect((await f.adapter.describeVpc(vpcId)).secondaryCidrs).toEqual(['100.64.0.0/16', '100.65.0.0/16']);
+    expect(f.emulator.calls.count('DescribeVpcs')).toBe(2);
+  });
+
   it('describeSubnets lists the VPC subnets of one AZ with explicit or main route tables', async () => {
     const f = await start();
     const { subnets, routeTables, vpc } = f.seed;
