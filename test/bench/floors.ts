@@ -157,17 +157,7 @@ export function scaledClock(scale: number, realNow: () => number = Date.now): ()
   return () => startMs + (realNow() - startMs) * scale;
 }
 
-/** mulberry32: a small seeded PRNG in [0, 1), so runs with the same seed duplicate the same events. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+export { seededRandom } from '../support/seeded-random.ts';
 
 /** `m5.large:2,t3.medium:1` -> the launch order it implies: [m5.large, m5.large, t3.medium]. */
 export function parseMix(mix: string): string[] {

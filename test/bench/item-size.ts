@@ -1,6 +1,7 @@
 import { tagsForNewEni } from '../../functions/aws/eni-tags.ts';
 import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
 import { eniDescription } from '../../functions/core/allocation-plan.ts';
+import { UNCONFIGURED_KNOBS } from '../../functions/core/knobs.ts';
 import type { EniState, NodeKnobs, NodeRecord } from '../../functions/core/model.ts';
 
 /**
@@ -19,21 +20,7 @@ export interface FullRecordShape {
   readonly clusterName?: string;
 }
 
-const KNOBS: NodeKnobs = {
-  preAllocate: 8,
-  minAllocate: 0,
-  maxAllocate: 0,
-  maxAboveWatermark: 0,
-  firstInterfaceIndex: 0,
-  subnetIds: [],
-  subnetTags: {},
-  securityGroups: [],
-  securityGroupTags: {},
-  excludeInterfaceTags: {},
-  usePrimaryAddress: false,
-  disablePrefixDelegation: false,
-  deleteOnTermination: true,
-};
+const KNOBS: NodeKnobs = { ...UNCONFIGURED_KNOBS, preAllocate: 8 };
 
 export function fullNodeRecord(shape: FullRecordShape): NodeRecord {
   const instanceId = 'i-0a1b2c3d4e5f60718';

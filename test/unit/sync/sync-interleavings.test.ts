@@ -5,6 +5,7 @@ import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { EniState, NodeRecord } from '../../../functions/core/model.ts';
 import { planSyncStep, type SyncWriteStep } from '../../../functions/core/sync-plan.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { seededRandom } from '../../support/seeded-random.ts';
 import { FakeCiliumNodeServer, isWrite } from './support.ts';
 
 /**
@@ -14,18 +15,6 @@ import { FakeCiliumNodeServer, isWrite } from './support.ts';
  * invariant 1; checked over the run: no successful sync write was planned from an older record
  * version than an earlier successful one (invariant 2).
  */
-
-/** Mulberry32: a small seeded PRNG, so every failing run can be replayed from its seed. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randomEnis(random: () => number): EniState[] {
   const enis = [eniFixture(0, 0)];
@@ -60,7 +49,7 @@ interface RunResult {
 }
 
 function run(seed: number, order: RecordReadOrder, steps = 400): RunResult {
-  const random = prng(seed);
+  const random = seededRandom(seed);
   const server = new FakeCiliumNodeServer();
   let latest = nodeRecordFixture({ version: 1, enis: randomEnis(random) });
   const recordHistory = [latest];
