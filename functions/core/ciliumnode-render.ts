@@ -79,13 +79,21 @@ const LEAVING_POOL_STATES: ReadonlySet<ReleaseStatus> = new Set(['ready-for-rele
  * ENI, minus the IPs whose release handshake reached `ready-for-release` or `released` (those leave
  * the pool first, so the agent can finish the handshake and no pod gets an IP that is going away).
  * `marked-for-release` IPs stay: the agent answers only for IPs it still sees in the pool.
+ *
+ * `inUseIps` (the agent's `status.ipam.used`) keeps invariant 5 when an ENI becomes excluded while
+ * its IPs are in use: the agent may register `first-interface-index` or `exclude-interface-tags`
+ * after we published a pool planned with the stack defaults, and hand out pool IPs before the new
+ * knobs reach us. An in-use address an excluded ENI still holds stays in the pool (with that ENI
+ * in status, which lists every ENI) until the agent stops using it; no new address is added.
  */
-export function desiredPool(record: NodeRecord): AllocationMap {
+export function desiredPool(record: NodeRecord, inUseIps: Iterable<string> = []): AllocationMap {
   const marks = record.excessMarks ?? {};
+  const inUse = new Set(inUseIps);
   const pool: AllocationMap = {};
   for (const eni of record.enis) {
-    if (isExcluded(eni, record.knobs)) continue;
+    const excluded = isExcluded(eni, record.knobs);
     for (const address of eniAddresses(eni, record.knobs.usePrimaryAddress)) {
+      if (excluded && !inUse.has(address)) continue;
       const state = marks[address]?.state;
       if (state !== undefined && LEAVING_POOL_STATES.has(state)) continue;
       pool[address] = { resource: eni.id };

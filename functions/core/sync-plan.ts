@@ -18,7 +18,7 @@ import {
   unpublishableRecordProblems,
 } from './ciliumnode-render.ts';
 import { isIpv4Address, sortIpv4 } from './ip-math.ts';
-import { instanceIdOfCiliumNode } from './knobs.ts';
+import { instanceIdOfCiliumNode, usedIps } from './knobs.ts';
 import type { NodeRecord } from './model.ts';
 
 /**
@@ -117,7 +117,7 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): Sy
   const claimed = applied === record.version;
 
   const wantedEnis = desiredStatusEnis(record);
-  const wantedPool = desiredPool(record);
+  const wantedPool = desiredPool(record, usedIps(cn));
   const currentPool: AllocationMap = cn.spec?.ipam?.pool ?? {};
   const currentEnis: Record<string, CiliumEni> = cn.status?.eni?.enis ?? {};
 

@@ -136,6 +136,19 @@ describe('desiredPool', () => {
     expect(desiredPool(record)).toEqual(expected);
   });
 
+  it('keeps the in-use addresses of an ENI excluded after they were handed out (invariant 5), no others', () => {
+    const record = nodeRecordFixture({
+      enis: [eniFixture(0, 2), eth1],
+      knobs: { ...defaultKnobs, firstInterfaceIndex: 1 },
+    });
+    const eth0 = eniFixture(0, 0);
+    expect(desiredPool(record, ['10.0.16.11', '10.0.17.12', '10.0.99.1'])).toEqual({
+      '10.0.16.11': { resource: eth0.id },
+      '10.0.17.11': { resource: eth1.id },
+      '10.0.17.12': { resource: eth1.id },
+    });
+  });
+
   it('puts every prefix address in the pool', () => {
     const eni = eniFixture(1, 0, { prefixes: ['10.0.17.16/28'] });
     const pool = desiredPool(nodeRecordFixture({ enis: [eni] }));

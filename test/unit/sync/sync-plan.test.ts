@@ -208,6 +208,32 @@ describe('planSyncStep scenarios', () => {
     expect(final?.metadata.annotations?.['io.cilium/agent']).toBe('x');
   });
 
+  it('an ENI excluded by a later first-interface-index keeps its in-use IPs in the pool (invariant 5)', () => {
+    // Found by the chaos suite: the pool was planned with the stack default (index 0), the agent
+    // then registered first-interface-index 1 and handed out eth0 addresses before we replanned.
+    const eth0WithIps = eniFixture(0, 3);
+    const server = new FakeCiliumNodeServer(agentCreatedNode());
+    converge(recordAt(1, [eth0WithIps]), server);
+    server.writeAsAgent((cn) => {
+      cn.status = {
+        ...cn.status,
+        ipam: {
+          ...cn.status?.ipam,
+          used: { '10.0.16.11': { owner: 'default/pod-a', resource: eth0WithIps.id } },
+        },
+      };
+    });
+    const excluding = recordAt(2, [eth0WithIps, eniFixture(1, 2)], {
+      knobs: { ...nodeRecordFixture().knobs, firstInterfaceIndex: 1 },
+    });
+    converge(excluding, server);
+    expect(Object.keys(server.get()?.spec?.ipam?.pool ?? {}).sort()).toEqual([
+      '10.0.16.11',
+      '10.0.17.11',
+      '10.0.17.12',
+    ]);
+  });
+
   it('release handshake: ready IPs leave the pool first (claim), then status says released', () => {
     const server = new FakeCiliumNodeServer(agentCreatedNode());
     const ips = [eth0, eniFixture(1, 3)];
