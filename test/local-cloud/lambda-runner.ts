@@ -46,6 +46,12 @@ export interface LambdaFunctionSpec {
   readonly memorySizeMb: number;
   /** Most containers at once. */
   readonly maxConcurrency: number;
+  /**
+   * Shared clock offset (one BigInt64 of milliseconds) added to `Date.now` inside every container,
+   * so a test can move the functions' clock forward (leases expire, grace periods pass) without
+   * waiting. Absent (the default): containers use the real clock untouched.
+   */
+  readonly clockOffsetMs?: BigInt64Array;
 }
 
 export type LogSink = (line: { functionName: string; stream: 'stdout' | 'stderr'; text: string }) => void;
@@ -86,10 +92,16 @@ class Container {
     | undefined;
   private dead = false;
   invocations = 0;
+  /** The event of the invocation running now, if any (what `crashContainers` selects on). */
+  currentEvent: unknown;
 
   constructor(spec: LambdaFunctionSpec, onLog: LogSink, onDeath: (container: Container) => void) {
     this.worker = new Worker(WORKER_URL, {
-      workerData: { entryUrl: pathToFileURL(spec.entryFile).href, handlerExport: spec.handlerExport },
+      workerData: {
+        entryUrl: pathToFileURL(spec.entryFile).href,
+        handlerExport: spec.handlerExport,
+        ...(spec.clockOffsetMs === undefined ? {} : { clockOffsetMs: spec.clockOffsetMs }),
+      },
       env: { ...spec.environment },
       stdout: true,
       stderr: true,
@@ -135,9 +147,11 @@ class Container {
     timeoutMs: number,
   ): Promise<{ ok: true; payload: unknown } | { ok: false; error: LambdaErrorPayload; fatal: boolean }> {
     this.invocations++;
+    this.currentEvent = event;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.current = undefined;
+        this.currentEvent = undefined;
         resolve({
           ok: false,
           fatal: true,
@@ -153,6 +167,7 @@ class Container {
           if (message.type !== 'crash' && 'requestId' in message && message.requestId !== requestId) return;
           clearTimeout(timer);
           this.current = undefined;
+          this.currentEvent = undefined;
           if (message.type === 'result') resolve({ ok: true, payload: message.payload });
           else if (message.type === 'error') resolve({ ok: false, fatal: false, error: message.error });
           else if (message.type === 'crash') resolve({ ok: false, fatal: true, error: message.error });
@@ -160,6 +175,17 @@ class Container {
       };
       this.worker.postMessage({ type: 'invoke', requestId, event, context });
     });
+  }
+
+  /**
+   * Kills the container abruptly, as a crashed or OOM-killed execution environment dies: the
+   * worker is terminated mid-invocation, so no `finally` block or pending I/O of the function runs.
+   * The invocation fails with `Runtime.ExitError` (through the worker's `exit`); resolves once the
+   * worker is gone.
+   */
+  async kill(): Promise<void> {
+    if (this.dead) return;
+    await this.worker.terminate();
   }
 
   /** Ends the container; an invocation still running in it fails with `Runtime.ExitError`. */
@@ -202,6 +228,19 @@ export class LambdaFunctionRunner {
       running: this.running,
       waiting: this.waiting.length,
     };
+  }
+
+  /**
+   * Fault injection: kills (see `Container.kill`) every container whose running invocation's event
+   * satisfies `predicate`; resolves with how many died, once they are dead.
+   */
+  async crashContainers(predicate: (event: unknown) => boolean): Promise<number> {
+    const victims = [...this.containers].filter(
+      (container) =>
+        !container.isDead && container.currentEvent !== undefined && predicate(container.currentEvent),
+    );
+    await Promise.all(victims.map((container) => container.kill()));
+    return victims.length;
   }
 
   /** Destroys every container; invocations still waiting fail. */

@@ -8,7 +8,14 @@
 // stackTrace}`. process.env is the function's environment only (set by the parent).
 import { parentPort, workerData } from 'node:worker_threads';
 
-const { entryUrl, handlerExport } = workerData;
+const { entryUrl, handlerExport, clockOffsetMs } = workerData;
+
+// A test-controlled clock (see LambdaFunctionSpec.clockOffsetMs): installed before the module is
+// imported, so functions that capture `Date.now` at init see the shifted clock too.
+if (clockOffsetMs !== undefined) {
+  const realNow = Date.now;
+  Date.now = () => realNow() + Number(Atomics.load(clockOffsetMs, 0));
+}
 
 function describeError(error) {
   const name = error instanceof Error ? error.name : 'Error';

@@ -29,7 +29,12 @@ import {
   type LogSink,
 } from './lambda-runner.ts';
 import { Scheduler, scheduledEvent } from './scheduler.ts';
-import { type DiscardedBatch, StreamPoller, type StreamPollerStats } from './stream-poller.ts';
+import {
+  type DiscardedBatch,
+  type LambdaStreamRecord,
+  StreamPoller,
+  type StreamPollerStats,
+} from './stream-poller.ts';
 import { type CloudSummary, summarize } from './summary.ts';
 import { readSynthesizedStack, type SynthesizedStack, synthesizeStack } from './synthesize.ts';
 import {
@@ -88,6 +93,13 @@ export interface LocalCloudOptions {
   readonly onLog?: LogSink;
   /** Options for the EC2 emulator (throttling, eventual consistency...). */
   readonly ec2?: Parameters<typeof startEc2Emulator>[0];
+  /**
+   * Give the functions and the EC2 emulator one clock that `advanceClock` moves forward (leases
+   * expire, grace periods pass, without waiting). Default false: everything uses the real clock.
+   */
+  readonly shiftableClock?: boolean;
+  /** Fault injection: asked after each successful stream batch; `true` redelivers it once. Default never. */
+  readonly streamRedelivery?: (records: readonly LambdaStreamRecord[]) => boolean;
 }
 
 export interface LocalCloud {
@@ -140,6 +152,16 @@ export interface LocalCloud {
   readonly asyncFailures: readonly AsyncInvocationFailure[];
   /** Instance ids launched through `launchInstance`, in order. */
   readonly launched: readonly string[];
+  /**
+   * Fault injection: kills every container of the function (logical id prefix) whose running
+   * invocation's event satisfies `predicate` (a real worker termination: no `finally` runs);
+   * resolves with how many died.
+   */
+  crashInvocations(functionLogicalIdPrefix: string, predicate: (event: unknown) => boolean): Promise<number>;
+  /** Moves the functions' and the EC2 emulator's clock forward (needs `shiftableClock`). */
+  advanceClock(milliseconds: number): void;
+  /** How far `advanceClock` has moved the clock so far (0 without `shiftableClock`). */
+  clockOffsetMs(): number;
   stop(): Promise<void>;
 }
 
@@ -272,6 +294,9 @@ async function start(
     AWS_ENDPOINT_URL_DYNAMODB_STREAMS: dynamoDbEndpoint,
   };
   for (const url of Object.values(endpoints)) assertLoopback(url);
+  const clockOffsetMs =
+    options.shiftableClock === true ? new BigInt64Array(new SharedArrayBuffer(8)) : undefined;
+  if (clockOffsetMs !== undefined) ec2.setClock(() => Date.now() + Number(Atomics.load(clockOffsetMs, 0)));
   const runners = new Map<string, LambdaFunctionRunner>();
   for (const definition of model.functions) {
     const functionName = functionNames[definition.logicalId] as string;
@@ -301,6 +326,7 @@ async function start(
           timeoutMs: definition.timeoutSeconds * 1000,
           memorySizeMb: definition.memorySizeMb,
           maxConcurrency: definition.reservedConcurrency ?? options.maxConcurrencyPerFunction ?? 4,
+          ...(clockOffsetMs === undefined ? {} : { clockOffsetMs }),
         },
         onLog,
       ),
@@ -360,6 +386,9 @@ async function start(
           ...(options.streamPollIntervalMs === undefined
             ? {}
             : { pollIntervalMs: options.streamPollIntervalMs }),
+          ...(options.streamRedelivery === undefined
+            ? {}
+            : { redeliverAfterSuccess: options.streamRedelivery }),
         }),
     );
   cleanups.push(() => Promise.all(pollers.map((poller) => poller.stop())).then(() => {}));
@@ -476,6 +505,16 @@ async function start(
     },
     asyncFailures: asyncInvoker.failures,
     launched,
+    crashInvocations: (prefix, predicate) => {
+      const runner = runners.get(findFunction(prefix)) as LambdaFunctionRunner;
+      return runner.crashContainers(predicate);
+    },
+    advanceClock: (milliseconds) => {
+      if (clockOffsetMs === undefined)
+        throw new Error('advanceClock needs startLocalCloud({ shiftableClock: true })');
+      Atomics.add(clockOffsetMs, 0, BigInt(Math.round(milliseconds)));
+    },
+    clockOffsetMs: () => (clockOffsetMs === undefined ? 0 : Number(Atomics.load(clockOffsetMs, 0))),
     stop: stopAll,
   };
 }

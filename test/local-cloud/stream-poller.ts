@@ -78,6 +78,12 @@ export interface StreamPollerOptions {
   readonly pollIntervalMs?: number;
   /** Wait before retry number `attempt` (1-based); default 50 ms × attempt, at most 1 s. */
   readonly retryDelayMs?: (attempt: number) => number;
+  /**
+   * Fault injection, at-least-once delivery: asked after each batch the function processed
+   * successfully; `true` delivers the same batch once more (Lambda may redeliver records, e.g.
+   * when a checkpoint is lost). Default: never.
+   */
+  readonly redeliverAfterSuccess?: (records: readonly LambdaStreamRecord[]) => boolean;
 }
 
 interface ShardCursor {
@@ -90,6 +96,8 @@ interface ShardCursor {
 interface PendingBatch {
   readonly records: LambdaStreamRecord[];
   readonly retries: number;
+  /** Already a redelivery of a processed batch (never redelivered again). */
+  readonly redelivery?: boolean;
 }
 
 export class StreamPoller {
@@ -229,7 +237,13 @@ export class StreamPoller {
       this.counters.batchesInvoked++;
       const result = await this.options.invoke({ Records: fresh });
       const failedFrom = result.status === 'succeeded' ? this.firstFailedIndex(fresh, result.payload) : 0;
-      if (failedFrom === undefined) continue; // the whole batch succeeded: checkpoint past it
+      if (failedFrom === undefined) {
+        // The whole batch succeeded: checkpoint past it (unless a redelivery is injected).
+        if (!batch.redelivery && this.options.redeliverAfterSuccess?.(fresh)) {
+          work.unshift({ records: fresh, retries: batch.retries, redelivery: true });
+        }
+        continue;
+      }
       this.counters.batchFailures++;
       const error =
         result.status === 'failed'
