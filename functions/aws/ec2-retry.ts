@@ -21,14 +21,17 @@ export interface Ec2RetryOptions {
 }
 
 /**
- * Defaults for a Lambda: 6 attempts with a 250 ms base spread retries over up to ~16 s
- * (0.5 + 1 + 2 + 4 + 8 s at most), enough for EC2's mutating buckets (refill 5/s) to
- * recover from a burst, and well inside a function timeout of a minute.
+ * Defaults for a Lambda: 16 attempts with a 200 ms base and a 3 s cap spread retries over up to
+ * ~40 s (0.4 + 0.8 + 1.6 + 3 s x 12 at most; about half that on average with full jitter), enough
+ * for a burst of a few hundred nodes to drain through EC2's mutating buckets (refill 5/s), and well
+ * inside the functions' two-minute timeout. The cap is short on purpose: during a burst many
+ * callers wait on the same bucket, and long sleeps leave the tokens it refills unused; the attempts
+ * are many so a caller keeps its place instead of failing the invocation.
  */
 export const DEFAULT_EC2_RETRY_OPTIONS: Ec2RetryOptions = {
-  maxAttempts: 6,
-  baseDelayMs: 250,
-  maxDelayMs: 10_000,
+  maxAttempts: 16,
+  baseDelayMs: 200,
+  maxDelayMs: 3_000,
 };
 
 /**

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Ec2Error } from '../../../functions/aws/ec2-errors.ts';
 import {
   createEc2RetryStrategy,
+  DEFAULT_EC2_RETRY_OPTIONS,
   fullJitterBackoffMs,
   resolveEc2RetryOptions,
   retryWhileNotFound,
@@ -41,8 +42,8 @@ describe('resolveEc2RetryOptions', () => {
   it('fills unset options from the defaults', () => {
     expect(resolveEc2RetryOptions({ maxAttempts: 3, baseDelayMs: undefined })).toEqual({
       maxAttempts: 3,
-      baseDelayMs: 250,
-      maxDelayMs: 10_000,
+      baseDelayMs: DEFAULT_EC2_RETRY_OPTIONS.baseDelayMs,
+      maxDelayMs: DEFAULT_EC2_RETRY_OPTIONS.maxDelayMs,
     });
   });
 
