@@ -28,6 +28,8 @@ export interface NodeSummary {
     /** How many versions of it were stored. */
     readonly versions: number;
     readonly poolSize: number;
+    /** IPs the agent reports in use (`status.ipam.used`). */
+    readonly usedIps: number;
     readonly statusEnis: number;
     /** The node-record version the sync last published (its annotation), if any. */
     readonly syncedRecordVersion?: number;
@@ -92,6 +94,7 @@ function summarizeNode(
           resourceVersion: current.metadata.resourceVersion ?? '',
           versions: history.length,
           poolSize,
+          usedIps: Object.keys(current.status?.ipam?.used ?? {}).length,
           statusEnis: Object.keys(current.status?.eni?.enis ?? {}).length,
           ...(annotation === undefined ? {} : { syncedRecordVersion: Number(annotation) }),
         };
@@ -128,6 +131,7 @@ export function renderSummary(summary: CloudSummary): string {
     'CN RV',
     'VERSIONS',
     'POOL',
+    'USED',
     'SYNCED',
     'READY',
   ];
@@ -142,6 +146,7 @@ export function renderSummary(summary: CloudSummary): string {
     node.ciliumNode?.resourceVersion ?? '-',
     node.ciliumNode ? String(node.ciliumNode.versions) : '-',
     node.ciliumNode ? String(node.ciliumNode.poolSize) : '-',
+    node.ciliumNode ? String(node.ciliumNode.usedIps) : '-',
     node.ciliumNode?.syncedRecordVersion === undefined ? '-' : `v${node.ciliumNode.syncedRecordVersion}`,
     node.ready ? 'yes' : node.violations.length > 0 ? 'VIOLATION' : 'no',
   ]);
