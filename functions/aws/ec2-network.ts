@@ -88,7 +88,7 @@ export interface Ec2NetworkAdapterOptions {
   readonly extraTags?: Tags;
   /** MaxResults of the paginated describes, 5..1000 (route tables are capped at 100). Default 1000. */
   readonly describePageSize?: number;
-  /** How long a VPC's CIDRs are remembered. Default 60 s; 0 asks EC2 every time. */
+  /** How long a VPC's CIDRs and route tables are remembered. Default 60 s; 0 asks EC2 every time. */
   readonly vpcCacheTtlMs?: number;
   /** Clock for the VPC cache; default the system clock. */
   readonly nowMs?: () => number;
@@ -114,6 +114,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   /** Subnet id to IPv4 CIDR, for the container's lifetime (a subnet's CIDR never changes). */
   private readonly subnetCidrs = new Map<string, string>();
   private readonly vpcs = new Map<string, { vpc: VpcView; expiresAtMs: number }>();
+  private readonly routeTables = new Map<string, { routeTables: RouteTable[]; expiresAtMs: number }>();
   private readonly vpcCacheTtlMs: number;
   private readonly nowMs: () => number;
 
@@ -219,6 +220,29 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     return { id: vpcId, primaryCidr, secondaryCidrs: [...new Set(secondaryCidrs)] };
   }
 
+  /**
+   * The VPC's route tables, remembered as long as its CIDRs (`vpcCacheTtlMs`): subnet choice only
+   * needs which table each subnet uses, which changes rarely, while free addresses (DescribeSubnets)
+   * are always read fresh.
+   */
+  private async routeTablesOf(vpcId: string): Promise<RouteTable[]> {
+    const cached = this.routeTables.get(vpcId);
+    if (cached && cached.expiresAtMs > this.nowMs()) return cached.routeTables;
+    const routeTables = await this.paginate((NextToken) =>
+      this.client
+        .send(
+          new DescribeRouteTablesCommand({
+            Filters: [filter('vpc-id', vpcId)],
+            MaxResults: Math.min(this.pageSize, 100),
+            NextToken,
+          }),
+        )
+        .then((output) => ({ items: output.RouteTables, nextToken: output.NextToken })),
+    );
+    this.routeTables.set(vpcId, { routeTables, expiresAtMs: this.nowMs() + this.vpcCacheTtlMs });
+    return routeTables;
+  }
+
   async describeSubnets(vpcId: string, availabilityZone: string): Promise<SubnetView[]> {
     const [subnets, routeTables] = await Promise.all([
       this.paginate((NextToken) =>
@@ -232,17 +256,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
           )
           .then((output) => ({ items: output.Subnets, nextToken: output.NextToken })),
       ),
-      this.paginate((NextToken) =>
-        this.client
-          .send(
-            new DescribeRouteTablesCommand({
-              Filters: [filter('vpc-id', vpcId)],
-              MaxResults: Math.min(this.pageSize, 100),
-              NextToken,
-            }),
-          )
-          .then((output) => ({ items: output.RouteTables, nextToken: output.NextToken })),
-      ),
+      this.routeTablesOf(vpcId),
     ]);
     const routeTableOf = routeTableResolver(routeTables);
     for (const subnet of subnets) {

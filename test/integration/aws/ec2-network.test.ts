@@ -123,6 +123,19 @@ describe('describes', () => {
     expect(f.emulator.calls.count('DescribeVpcs')).toBe(2);
   });
 
+  it('describeSubnets reads free addresses every time and route tables once per cache lifetime', async () => {
+    let nowMs = 0;
+    const f = await start({ adapter: { vpcCacheTtlMs: 60_000, nowMs: () => nowMs } });
+    const { vpc, availabilityZones } = f.seed;
+    await f.adapter.describeSubnets(vpc.vpcId, availabilityZones[0]);
+    await f.adapter.describeSubnets(vpc.vpcId, availabilityZones[0]);
+    expect(f.emulator.calls.count('DescribeSubnets')).toBe(2);
+    expect(f.emulator.calls.count('DescribeRouteTables')).toBe(1);
+    nowMs = 60_000;
+    await f.adapter.describeSubnets(vpc.vpcId, availabilityZones[0]);
+    expect(f.emulator.calls.count('DescribeRouteTables')).toBe(2);
+  });
+
   it('describeSubnets lists the VPC subnets of one AZ with explicit or main route tables', async () => {
     const f = await start();
     const { subnets, routeTables, vpc } = f.seed;
