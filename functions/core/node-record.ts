@@ -1,3 +1,4 @@
+import { jsonEqual } from './json-equal.ts';
 import type {
   EniState,
   InstanceView,
@@ -102,23 +103,11 @@ export function nextNodeRecord(
 export function recordWouldChange(previous: NodeRecord | undefined, content: NodeRecordContent): boolean {
   if (!previous) return true;
   const candidate = nextNodeRecord(previous, content, previous.updatedAtEpochMs);
-  return stableJson({ ...candidate, version: previous.version }) !== stableJson(previous);
+  return !jsonEqual({ ...candidate, version: previous.version }, previous);
 }
 
 /** Whether an unexpired lease is held by another invocation. */
 export function isLeasedByOther(record: NodeRecord | undefined, holder: string, nowEpochMs: number): boolean {
   const lease = record?.lease;
   return lease !== undefined && lease.holder !== holder && lease.expiresAtEpochMs > nowEpochMs;
-}
-
-/** JSON with object keys sorted, so two equal records serialize identically. */
-export function stableJson(value: unknown): string {
-  return JSON.stringify(value, (_key, nested: unknown) => {
-    if (nested === null || typeof nested !== 'object' || Array.isArray(nested)) return nested;
-    return Object.fromEntries(
-      Object.entries(nested as Record<string, unknown>)
-        .filter(([, v]) => v !== undefined)
-        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-    );
-  });
 }

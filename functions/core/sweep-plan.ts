@@ -1,8 +1,8 @@
 import { computePoolDemand } from './allocation-plan.ts';
 import type { CiliumNode } from './ciliumnode.ts';
+import { jsonEqual } from './json-equal.ts';
 import { knobsFromCiliumNode, usedIps } from './knobs.ts';
 import type { EniState, InstanceLimits, NodeKnobs, NodeRecord } from './model.ts';
-import { stableJson } from './node-record.ts';
 import type { AttachedEniSummary, ClusterInstance } from './ports.ts';
 import { planRelease } from './release-plan.ts';
 
@@ -92,7 +92,7 @@ export function decideNodeSweep(inputs: NodeSweepInputs): NodeSweepDecision {
     prefixDelegationEnabled: inputs.prefixDelegationEnabled,
   });
   if (demand.neededIps > 0) return reconcile('needs-ips');
-  if (stableJson(knobs) !== stableJson(record.knobs)) return reconcile('knobs-changed');
+  if (!jsonEqual(knobs, record.knobs)) return reconcile('knobs-changed');
   if (record.lastError) return reconcile('last-error');
   if (release) return reconcile('release');
   return { kind: 'skip', reason: 'in-sync' };

@@ -18,6 +18,7 @@ import {
   unpublishableRecordProblems,
 } from './ciliumnode-render.ts';
 import { isIpv4Address, sortIpv4 } from './ip-math.ts';
+import { jsonEqual } from './json-equal.ts';
 import { instanceIdOfCiliumNode, usedIps } from './knobs.ts';
 import type { NodeRecord } from './model.ts';
 
@@ -361,26 +362,6 @@ type JsonObject = Record<string, unknown>;
 
 function isJsonObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Structural equality of JSON values; key order does not matter, list order does. */
-export function jsonEqual(left: unknown, right: unknown): boolean {
-  if (left === right) return true;
-  if (Array.isArray(left)) {
-    return (
-      Array.isArray(right) &&
-      left.length === right.length &&
-      left.every((item, i) => jsonEqual(item, right[i]))
-    );
-  }
-  if (isJsonObject(left) && isJsonObject(right)) {
-    const keys = Object.keys(left);
-    return (
-      keys.length === Object.keys(right).length &&
-      keys.every((key) => Object.hasOwn(right, key) && jsonEqual(left[key], right[key]))
-    );
-  }
-  return false;
 }
 
 /**
