@@ -1,5 +1,6 @@
 import { ENI_TAG_KEYS } from '../../functions/aws/eni-tags.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
+import { registerCiliumNode } from '../local-cloud/cilium-agent.ts';
 import { type LocalCloud, type SynthesizedStack, startLocalCloud } from '../local-cloud/index.ts';
 import { checkRun } from './checks.ts';
 import { type CrashPoint, describePlan, type NodePlan, planRun, type RunPlan } from './plan.ts';
@@ -370,55 +371,18 @@ function mentions(event: unknown, instanceId: string): boolean {
   return (event as { all?: unknown } | null)?.all === true || JSON.stringify(event).includes(instanceId);
 }
 
-/**
- * The simulated cilium-agent: registers its CiliumNode as the agent does (Get; Create when absent;
- * else Update keeping the pool), with the node's knobs in `spec.ipam` and `spec.eni`. Retries on a
- * conflict, as the agent's loop does.
- */
+/** The simulated cilium-agent registers its CiliumNode with the node's knobs in `spec.ipam` and `spec.eni`. */
 function registerAgent(k8s: K8sEmulator, nodeName: string, instanceId: string, node: NodePlan): void {
-  const ipamKnobs = {
-    ...(node.knobs.minAllocate === undefined ? {} : { 'min-allocate': node.knobs.minAllocate }),
-    ...(node.knobs.preAllocate === undefined ? {} : { 'pre-allocate': node.knobs.preAllocate }),
-  };
-  const eniKnobs =
-    node.knobs.firstInterfaceIndex === undefined
-      ? {}
-      : { 'first-interface-index': node.knobs.firstInterfaceIndex };
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const current = k8s.store.get(nodeName);
-      if (current === undefined) {
-        k8s.store.create({
-          apiVersion: 'cilium.io/v2',
-          kind: 'CiliumNode',
-          metadata: { name: nodeName },
-          spec: { 'instance-id': instanceId, ipam: ipamKnobs, eni: eniKnobs },
-        });
-        return;
-      }
-      const spec = (current.spec ?? {}) as Record<string, Record<string, unknown> | string | undefined>;
-      const currentIpam = typeof spec.ipam === 'object' ? spec.ipam : {};
-      const currentEni = typeof spec.eni === 'object' ? spec.eni : {};
-      k8s.store.update(
-        nodeName,
-        {
-          ...current,
-          spec: {
-            ...current.spec,
-            'instance-id': instanceId,
-            ipam: { ...currentIpam, ...ipamKnobs },
-            eni: { ...currentEni, ...eniKnobs },
-          },
-        },
-        'main',
-        'update',
-      );
-      return;
-    } catch (error) {
-      const retryable = error instanceof ApiError && (error.code === 409 || error.code === 404);
-      if (!retryable || attempt >= 10) throw error;
-    }
-  }
+  registerCiliumNode(k8s, nodeName, instanceId, {
+    ipam: {
+      ...(node.knobs.minAllocate === undefined ? {} : { 'min-allocate': node.knobs.minAllocate }),
+      ...(node.knobs.preAllocate === undefined ? {} : { 'pre-allocate': node.knobs.preAllocate }),
+    },
+    eni:
+      node.knobs.firstInterfaceIndex === undefined
+        ? {}
+        : { 'first-interface-index': node.knobs.firstInterfaceIndex },
+  });
 }
 
 /**
