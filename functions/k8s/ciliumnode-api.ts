@@ -22,6 +22,8 @@ import {
  *   produces: `ResourceVersionConflictError`;
  * - everything else (schema-invalid 422, 5xx, 429, network) is rethrown as is.
  */
+type PatchRequest = Parameters<CustomObjectsApi['patchClusterCustomObject']>[0];
+
 export class KubernetesCiliumNodeApi implements CiliumNodePort {
   private readonly api: CustomObjectsApi;
 
@@ -53,27 +55,22 @@ export class KubernetesCiliumNodeApi implements CiliumNodePort {
     }
   }
 
-  async patchMain(name: string, operations: readonly JsonPatchOperation[]): Promise<CiliumNode> {
-    try {
-      return (await this.api.patchClusterCustomObject({
-        ...RESOURCE,
-        name,
-        body: operations,
-        ...this.fieldManager(),
-      })) as CiliumNode;
-    } catch (error) {
-      throw translateWriteError(error, name);
-    }
+  patchMain(name: string, operations: readonly JsonPatchOperation[]): Promise<CiliumNode> {
+    return this.patch(name, operations, (request) => this.api.patchClusterCustomObject(request));
   }
 
-  async patchStatus(name: string, operations: readonly JsonPatchOperation[]): Promise<CiliumNode> {
+  patchStatus(name: string, operations: readonly JsonPatchOperation[]): Promise<CiliumNode> {
+    return this.patch(name, operations, (request) => this.api.patchClusterCustomObjectStatus(request));
+  }
+
+  /** One JSON Patch to the main resource or to /status; errors translated as the class says. */
+  private async patch(
+    name: string,
+    operations: readonly JsonPatchOperation[],
+    send: (request: PatchRequest) => Promise<unknown>,
+  ): Promise<CiliumNode> {
     try {
-      return (await this.api.patchClusterCustomObjectStatus({
-        ...RESOURCE,
-        name,
-        body: operations,
-        ...this.fieldManager(),
-      })) as CiliumNode;
+      return (await send({ ...RESOURCE, name, body: operations, ...this.fieldManager() })) as CiliumNode;
     } catch (error) {
       throw translateWriteError(error, name);
     }
