@@ -113,13 +113,18 @@ export class EniAttachError extends Error {
 
 const MAX_RECORD_CONFLICT_RETRIES = 3;
 
+/**
+ * `listedInstance`: the instance as the caller just read it from DescribeInstances (the sweep's
+ * cluster listing), so it is not described again; re-planning after a conflict describes it afresh.
+ */
 export async function allocateNode(
   instanceId: string,
   deps: AllocationDependencies,
+  listedInstance?: InstanceView,
 ): Promise<AllocationOutcome> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await allocateOnce(instanceId, deps);
+      return await allocateOnce(instanceId, deps, attempt === 1 ? listedInstance : undefined);
     } catch (error) {
       // Somebody wrote the record between our read and our write: re-read and re-plan, unless
       // the conflicting write was another invocation's claim on the node (then it does the work).
@@ -143,9 +148,14 @@ interface Observation {
   readonly securityGroups: readonly SecurityGroupView[];
 }
 
-async function allocateOnce(instanceId: string, deps: AllocationDependencies): Promise<AllocationOutcome> {
+async function allocateOnce(
+  instanceId: string,
+  deps: AllocationDependencies,
+  listedInstance: InstanceView | undefined,
+): Promise<AllocationOutcome> {
   const { ec2, store, settings, log } = deps;
-  const instance = await ec2.describeInstance(instanceId);
+  const instance =
+    listedInstance?.id === instanceId ? listedInstance : await ec2.describeInstance(instanceId);
   if (!instance) {
     return ignored('unknown-instance', `EC2 does not know instance ${instanceId}`, deps);
   }

@@ -76,7 +76,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
         releaseEnabled: release.enabled,
         releaseDelayMs: release.delayMs,
       });
-      return { instanceId: listed.instance.id, decision };
+      return { instanceId: listed.instance.id, instance: listed.instance, decision };
     });
   for (const { decision } of decisions) {
     if (decision.kind === 'skip') skipped[decision.reason] = (skipped[decision.reason] ?? 0) + 1;
@@ -92,7 +92,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
       log.error('sweep could not reconcile a node', { instanceId, reason, error: String(error) });
     }
   };
-  await forEachWithConcurrency(toReconcile, deps.concurrency, async ({ instanceId, decision }) => {
+  await forEachWithConcurrency(toReconcile, deps.concurrency, async ({ instanceId, instance, decision }) => {
     if (decision.kind !== 'reconcile') return;
     // Release first: on a node that needs IPs it only aborts marks, returning their IPs to the pool
     // before the allocator plans (a failed release does not hold the allocation back).
@@ -103,7 +103,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
     }
     if (decision.reason !== 'release') {
       await attempt(instanceId, decision.reason, () =>
-        allocateNode(instanceId, { ...deps, invocationId: deps.invocationId }),
+        allocateNode(instanceId, { ...deps, invocationId: deps.invocationId }, instance),
       );
     }
   });

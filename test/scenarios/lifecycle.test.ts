@@ -59,8 +59,11 @@ describe('the sweep', () => {
     await allocateNode(instance.instanceId, harness.dependencies());
     expect(poolSize(instance)).toBe(8);
     await reportUsed(instance, 8);
+    harness.ec2.calls.reset();
     const summary = await sweep(harness.sweepDependencies());
     expect(summary.reconciled).toEqual({ 'needs-ips': 1 });
+    // The cluster listing serves the reconcile too: the instance is not described again.
+    expect(harness.ec2.calls.count('DescribeInstances')).toBe(1);
     // used 8 of 8: needed = 8 → 1 more on ENI 1 (full at 9), 7 on a new ENI.
     expect(poolSize(instance)).toBe(16);
   });
