@@ -2,7 +2,7 @@ import type { Context } from 'aws-lambda';
 import { parseEc2Event } from '../core/events.ts';
 import { buildAllocationDependencies } from '../runtime/allocation-dependencies.ts';
 import { createLog } from '../runtime/logger.ts';
-import { allocationMetrics, MetricsSink, retireMetrics } from '../runtime/metrics.ts';
+import { allocateEventMetrics, allocationMetrics, MetricsSink, retireMetrics } from '../runtime/metrics.ts';
 import { type AllocationOutcome, allocateNode } from '../services/allocate-node.ts';
 import { drainNode, type RetireOutcome, retireNode } from '../services/node-lifecycle.ts';
 
@@ -21,11 +21,24 @@ export type AllocateResult =
  * EC2 events. `running` allocates; `shutting-down` and `terminated` retire the node; a spot
  * interruption warning drains it (no new allocation). A malformed event is logged and answered,
  * never thrown: EventBridge would only retry it. Transient failures throw, so EventBridge retries.
+ * Every invocation, thrown or not, flushes its metrics as one EMF document: Powertools publishes
+ * on its own only at 100 stored values, so without the flush a quiet function's points are lost.
  */
 export async function handler(
   event: unknown,
   context: Pick<Context, 'awsRequestId'>,
 ): Promise<AllocateResult> {
+  let result: AllocateResult | undefined;
+  try {
+    result = await handle(event, context);
+    return result;
+  } finally {
+    metrics.add(allocateEventMetrics(result?.status ?? 'failed'));
+    metrics.flush();
+  }
+}
+
+async function handle(event: unknown, context: Pick<Context, 'awsRequestId'>): Promise<AllocateResult> {
   const parsed = parseEc2Event(event);
   switch (parsed.kind) {
     case 'invalid':

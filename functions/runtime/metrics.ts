@@ -39,6 +39,17 @@ export function allocationMetrics(outcome: AllocationOutcome): MetricPoint[] {
   }
 }
 
+/**
+ * One point per allocate invocation, named after what became of the event (`allocated`, `retired`,
+ * `drained`, `skipped`, `rejected`, or `failed` when the handler threw), so every invocation has
+ * at least one point to publish and a failing event still counts.
+ */
+export function allocateEventMetrics(
+  status: 'rejected' | 'skipped' | 'allocated' | 'retired' | 'drained' | 'failed',
+): MetricPoint[] {
+  return [count(`ipam_allocate_events_${status}`, 1)];
+}
+
 export function retireMetrics(outcome: RetireOutcome): MetricPoint[] {
   return outcome.kind === 'retired'
     ? [count('ipam_nodes_retired', 1), count('ipam_interface_deletion_ops', outcome.deletedEniIds.length)]

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { handler as allocateHandler } from '../../../functions/allocate/index.ts';
 import type { handler as sweepHandler } from '../../../functions/sweep/index.ts';
+import { Ec2ApiError } from '../../emulators/ec2/index.ts';
 import {
   type AllocationHarness,
   CLUSTER_NAME,
@@ -90,6 +91,50 @@ describe('the allocate handler', () => {
       status: 'skipped',
     });
     expect(await harness.table.store.get(instance.instanceId)).toBeUndefined();
+  });
+
+  it('publishes its metrics as an EMF document on every invocation, thrown or not', async () => {
+    const documents: Record<string, unknown>[] = [];
+    const write = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      for (const line of String(chunk).split('\n')) {
+        if (line.includes('"_aws"')) documents.push(JSON.parse(line) as Record<string, unknown>);
+      }
+      return true;
+    });
+    const metricNames = (document: Record<string, unknown>) =>
+      (document._aws as { CloudWatchMetrics: { Metrics: { Name: string }[] }[] }).CloudWatchMetrics.flatMap(
+        (directive) => directive.Metrics.map((metric) => metric.Name),
+      );
+    // A module graph of its own with metrics enabled (the suite disables them in vitest.config.ts).
+    const { allocate: allocateWithMetrics } = await importHandlers({
+      TABLE_NAME: harness.table.tableName,
+      CLUSTER_NAME,
+      CLUSTER_TAG_VALUES: 'owned,shared',
+      KUBECONFIG: harness.k8s.writeKubeconfig(),
+      AWS_ENDPOINT_URL_EC2: harness.ec2.url,
+      POWERTOOLS_METRICS_DISABLED: 'false',
+    });
+    const allocate = allocateWithMetrics;
+    try {
+      const instance = harness.launch('m5.large');
+      await allocate('hello', context('emf-1'));
+      await allocate(stateChange(instance.instanceId, 'pending'), context('emf-2'));
+      await allocate(stateChange(instance.instanceId, 'running'), context('emf-3'));
+      harness.ec2.setBeforeApply(() => {
+        throw new Ec2ApiError('UnauthorizedOperation', 'You are not authorized to perform this operation.');
+      });
+      const second = harness.launch('m5.large');
+      await expect(allocate(stateChange(second.instanceId, 'running'), context('emf-4'))).rejects.toThrow();
+    } finally {
+      write.mockRestore();
+      harness.ec2.setBeforeApply(undefined);
+    }
+    expect(documents.map(metricNames)).toEqual([
+      ['ipam_allocate_events_rejected'],
+      ['ipam_allocate_events_skipped'],
+      expect.arrayContaining(['ipam_needed_ips', 'ipam_ip_allocation_ops', 'ipam_allocate_events_allocated']),
+      ['ipam_allocate_events_failed'],
+    ]);
   });
 
   it('fails at cold start naming a missing variable', async () => {
