@@ -27,6 +27,15 @@ export interface StackConfig {
   readonly eniGarbageCollectionGraceMinutes: number;
   readonly retiredRecordRetentionDays: number;
   readonly logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+  /** An SNS topic every alarm of the stack notifies (alarm and OK); none when absent. */
+  readonly alarmTopicArn?: string;
+  /**
+   * Reserved concurrency of the sweep and allocate functions; none when absent. Reserving needs
+   * the account's unreserved concurrency to stay at 100 or more, which new and low-quota accounts
+   * do not have, so it is only set when asked for.
+   */
+  readonly sweepReservedConcurrency?: number;
+  readonly allocateReservedConcurrency?: number;
 }
 
 export class StackConfigError extends Error {
@@ -72,6 +81,8 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
     }
     return value as T;
   };
+  const optional = <T>(key: string, read: (key: string) => T): T | undefined =>
+    get(key) === undefined || get(key) === null || get(key) === '' ? undefined : read(key);
   const stringList = (key: string): string[] => {
     const raw = get(key);
     const value = typeof raw === 'string' ? raw.split(',').map((part) => part.trim()) : raw;
@@ -129,6 +140,11 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
     eniGarbageCollectionGraceMinutes: count('eniGarbageCollectionGraceMinutes', 1, 10_080),
     retiredRecordRetentionDays: count('retiredRecordRetentionDays', 1, 3_650),
     logLevel: oneOf('logLevel', ['DEBUG', 'INFO', 'WARN', 'ERROR'] as const),
+    alarmTopicArn: optional('alarmTopicArn', (key) =>
+      text(key, /^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$/, 'an SNS topic ARN'),
+    ),
+    sweepReservedConcurrency: optional('sweepReservedConcurrency', (key) => count(key, 1, 1_000)),
+    allocateReservedConcurrency: optional('allocateReservedConcurrency', (key) => count(key, 1, 10_000)),
   };
   if (config.kubernetesAccess === 'eks-access-entry') {
     const endpoint = text('eksEndpoint', /^https:\/\/[^\s]+$/, 'the https:// endpoint of the EKS API server');

@@ -14,6 +14,8 @@ export interface IpamFunctionProps {
   readonly memorySizeMb?: number;
   readonly environment: Readonly<Record<string, string>>;
   readonly logLevel: string;
+  /** The CloudWatch namespace of the function's EMF metrics (one per cluster, so alarms do not mix clusters). */
+  readonly metricsNamespace: string;
   /** Caps concurrent executions: a lever on EC2 API pressure (events queue while capped). */
   readonly reservedConcurrentExecutions?: number;
 }
@@ -64,7 +66,7 @@ export class IpamFunction extends Construct {
         NODE_OPTIONS: '--enable-source-maps',
         POWERTOOLS_SERVICE_NAME: `serverless-eni-ipam-${props.handlerFolder}`,
         POWERTOOLS_LOG_LEVEL: props.logLevel,
-        POWERTOOLS_METRICS_NAMESPACE: 'ServerlessEniIpam',
+        POWERTOOLS_METRICS_NAMESPACE: props.metricsNamespace,
       },
       bundling: {
         format: lambdaNodejs.OutputFormat.ESM,

@@ -1,14 +1,16 @@
-import { CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { Aspects, CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as eks from 'aws-cdk-lib/aws-eks';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as lambdaDestinations from 'aws-cdk-lib/aws-lambda-destinations';
 import * as lambdaEventSources from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { EC2_SPOT_INTERRUPTION_DETAIL_TYPE, EC2_STATE_CHANGE_DETAIL_TYPE } from '../functions/core/events.ts';
+import { emfAlarm, RouteAlarmsToTopic } from './alarm-routing.ts';
 import type { StackConfig } from './config.ts';
 import { grantEniManagement } from './ec2-permissions.ts';
 import { IpamFunction } from './ipam-function.ts';
@@ -31,13 +33,19 @@ export class EniIpamStack extends Stack {
   readonly nodeTable: NodeTable;
   readonly allocateFunction: IpamFunction;
   readonly sweepFunction: IpamFunction;
+  /** ENI garbage collection: the sweep's code in a function of its own, so neither throttles the other. */
+  readonly garbageCollectionFunction: IpamFunction;
   readonly syncFunction: IpamFunction;
+  /** Where the functions' EMF metrics go: one namespace per cluster, so two stacks' alarms never mix. */
+  readonly metricsNamespace: string;
 
   constructor(scope: Construct, id: string, props: EniIpamStackProps) {
     super(scope, id, props);
     const { config } = props;
     this.nodeTable = new NodeTable(this, 'Nodes');
     const table = this.nodeTable.table;
+    this.metricsNamespace = `ServerlessEniIpam/${config.clusterName}`;
+    const metricsNamespace = this.metricsNamespace;
 
     const kubernetesEnvironment: Record<string, string> =
       config.kubernetesAccess === 'eks-access-entry'
@@ -72,15 +80,27 @@ export class EniIpamStack extends Stack {
       timeout: Duration.minutes(2),
       environment: allocationEnvironment,
       logLevel: config.logLevel,
+      metricsNamespace,
+      reservedConcurrentExecutions: config.allocateReservedConcurrency,
     });
     this.sweepFunction = new IpamFunction(this, 'Sweep', {
       handlerFolder: 'sweep',
-      description: 'Reconciles every node of the cluster with EC2, and collects leaked ENIs',
+      description: 'Reconciles every node of the cluster with EC2',
       timeout: Duration.minutes(5),
       environment: allocationEnvironment,
       logLevel: config.logLevel,
-      // One sweep at a time: overlapping sweeps would only contend for the same node leases.
-      reservedConcurrentExecutions: 1,
+      metricsNamespace,
+      // Overlapping sweeps only contend for the same node leases (harmless); a cap is a lever on
+      // EC2 API pressure, for accounts with the concurrency quota to reserve it.
+      reservedConcurrentExecutions: config.sweepReservedConcurrency,
+    });
+    this.garbageCollectionFunction = new IpamFunction(this, 'GarbageCollection', {
+      handlerFolder: 'sweep',
+      description: 'Deletes detached ENIs of ours that no live node record references',
+      timeout: Duration.minutes(5),
+      environment: allocationEnvironment,
+      logLevel: config.logLevel,
+      metricsNamespace,
     });
     this.syncFunction = new IpamFunction(this, 'Sync', {
       handlerFolder: 'sync',
@@ -88,9 +108,10 @@ export class EniIpamStack extends Stack {
       timeout: Duration.minutes(2),
       environment: { TABLE_NAME: table.tableName, NODE_NAMING: config.nodeNaming, ...kubernetesEnvironment },
       logLevel: config.logLevel,
+      metricsNamespace,
     });
 
-    for (const allocator of [this.allocateFunction, this.sweepFunction]) {
+    for (const allocator of [this.allocateFunction, this.sweepFunction, this.garbageCollectionFunction]) {
       grantEniManagement(allocator.role, config);
       grantNodeRecordAccess(allocator.role, table.tableArn, [
         'dynamodb:GetItem',
@@ -103,8 +124,10 @@ export class EniIpamStack extends Stack {
     this.routeEc2Events(config);
     this.scheduleSweeps(config);
     this.connectStreamToSync();
+    this.parkFailedInvocations();
     if (config.kubernetesAccess === 'eks-access-entry') this.grantKubernetesAccess(config);
-    this.addAlarms();
+    this.addAlarms(config);
+    if (config.alarmTopicArn) Aspects.of(this).add(new RouteAlarmsToTopic(config.alarmTopicArn));
 
     new CfnOutput(this, 'NodeTableName', { value: table.tableName });
     new CfnOutput(this, 'SyncFunctionName', {
@@ -175,7 +198,7 @@ export class EniIpamStack extends Stack {
     new events.Rule(this, 'EniGarbageCollectionSchedule', {
       description: 'Delete detached ENIs of ours that no live node record references',
       schedule: events.Schedule.rate(Duration.minutes(config.garbageCollectionRateMinutes)),
-      targets: [scheduled(this.sweepFunction.function, { task: 'eni-garbage-collection' })],
+      targets: [scheduled(this.garbageCollectionFunction.function, { task: 'eni-garbage-collection' })],
     });
     new events.Rule(this, 'ResyncSchedule', {
       description:
@@ -204,6 +227,28 @@ export class EniIpamStack extends Stack {
     );
   }
 
+  /**
+   * Lambda's own async handling of every asynchronously invoked function (EventBridge targets):
+   * after the invocation's retries, the event goes to an SQS queue of its own (alarmed below)
+   * instead of being dropped. The rules' dead-letter queues only catch events EventBridge could not
+   * deliver; a function error after delivery ends here.
+   */
+  private parkFailedInvocations(): void {
+    for (const ipamFunction of [
+      this.allocateFunction,
+      this.sweepFunction,
+      this.garbageCollectionFunction,
+      this.syncFunction,
+    ]) {
+      const queue = this.deadLetterQueue(`${ipamFunction.node.id}FailedInvocations`);
+      ipamFunction.function.configureAsyncInvoke({
+        onFailure: new lambdaDestinations.SqsDestination(queue),
+        retryAttempts: 2,
+        maxEventAge: Duration.hours(6),
+      });
+    }
+  }
+
   private grantKubernetesAccess(config: StackConfig): void {
     for (const [id, fn] of [
       ['AllocateAccess', this.allocateFunction],
@@ -219,7 +264,7 @@ export class EniIpamStack extends Stack {
     }
   }
 
-  private addAlarms(): void {
+  private addAlarms(config: StackConfig): void {
     for (const queue of this.deadLetterQueues) {
       new cloudwatch.Alarm(this, `${queue.node.id}NotEmpty`, {
         alarmDescription: `Events or stream records were given up on and parked in ${queue.node.id}`,
@@ -230,7 +275,12 @@ export class EniIpamStack extends Stack {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       });
     }
-    for (const ipamFunction of [this.allocateFunction, this.sweepFunction, this.syncFunction]) {
+    for (const ipamFunction of [
+      this.allocateFunction,
+      this.sweepFunction,
+      this.garbageCollectionFunction,
+      this.syncFunction,
+    ]) {
       const fn = ipamFunction.function;
       const name = ipamFunction.node.id;
       new cloudwatch.Alarm(this, `${name}Errors`, {
@@ -250,6 +300,25 @@ export class EniIpamStack extends Stack {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       });
     }
+    const sweepService = 'serverless-eni-ipam-sweep';
+    emfAlarm(this, 'NodesInDeficit', {
+      namespace: this.metricsNamespace,
+      service: sweepService,
+      metricName: 'ipam_nodes_in_deficit',
+      description:
+        'Nodes have had fewer IPs than they need for 10 sweeps in a row (see lastError: npm run inspect)',
+      periodMinutes: config.sweepRateMinutes,
+      periods: 10,
+    });
+    emfAlarm(this, 'SweepNodeFailures', {
+      namespace: this.metricsNamespace,
+      service: sweepService,
+      metricName: 'ipam_sweep_failures',
+      description:
+        'The sweep failed to reconcile a node in 3 sweeps in a row (the node is named in the logs)',
+      periodMinutes: config.sweepRateMinutes,
+      periods: 3,
+    });
     new cloudwatch.Alarm(this, 'SyncIteratorAge', {
       alarmDescription: 'The sync function is falling behind the node table stream',
       metric: new cloudwatch.Metric({
