@@ -185,7 +185,7 @@ describe('the chart', () => {
 });
 
 describe('a tiny bench run', () => {
-  it('reports every figure for 3 nodes', { timeout: 90_000 }, async () => {
+  it('reports every figure for 3 nodes', { timeout: 300_000 }, async () => {
     const { report, chartSvg } = await runBench({
       nodes: 3,
       mix: 'm5.large:1,t3.medium:1',
@@ -195,7 +195,7 @@ describe('a tiny bench run', () => {
       scale: 1,
       concurrency: 2,
       importRuns: 1,
-      timeoutSeconds: 40,
+      timeoutSeconds: 240,
       dynamoDbEndpoint: inject('dynamoDbEndpoint'),
     });
     const ids = report.figures.map((item) => item.id);

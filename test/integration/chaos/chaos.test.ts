@@ -21,7 +21,7 @@ describe('chaos on the local cloud (fixed seeds)', () => {
 
   beforeAll(async () => {
     stack = await synthesizeStack();
-  }, 60_000);
+  }, 240_000);
 
   afterAll(() => {
     if (stack) rmSync(stack.assemblyDirectory, { recursive: true, force: true });
@@ -78,10 +78,10 @@ describe('chaos on the local cloud (fixed seeds)', () => {
       const result = await runChaos(
         seed,
         { stack, dynamoDbEndpoint: inject('dynamoDbEndpoint') },
-        { deadlineMs: 50_000 },
+        { deadlineMs: 150_000 },
       );
       expect({ seed, failures: result.failures }).toEqual({ seed, failures: [] });
     },
-    60_000,
+    180_000,
   );
 });

@@ -15,7 +15,7 @@ describe('local cloud running the synthesized stack', () => {
 
   beforeAll(async () => {
     cloud = await startLocalCloud({ dynamoDbEndpoint: inject('dynamoDbEndpoint'), runSchedules: false });
-  }, 60_000);
+  }, 240_000);
 
   afterAll(async () => {
     await cloud?.stop();
