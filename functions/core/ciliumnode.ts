@@ -55,7 +55,10 @@ export interface CiliumEni {
   vpc?: CiliumEniVpc;
   /** Secondary IPs plus every IP of every prefix (and the primary with use-primary-address). */
   addresses?: string[];
+  /** IPv4 /28 delegated prefixes. */
   prefixes?: string[];
+  /** IPv6 /80 delegated prefixes (CRD 1.20 and later; older CRDs prune the field). */
+  'ipv6-prefixes'?: string[];
   'security-groups'?: string[];
   tags?: Record<string, string>;
   'public-ip'?: string;

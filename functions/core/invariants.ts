@@ -1,5 +1,6 @@
+import { agentProtocolOf, allocatedCidrs } from './agent-protocol.ts';
 import type { CiliumEni, CiliumNode } from './ciliumnode.ts';
-import { cidrContains } from './ip-math.ts';
+import { cidrContains, isIpv4Address, parseCidr } from './ip-math.ts';
 import { instanceIdOfCiliumNode } from './knobs.ts';
 
 /**
@@ -8,7 +9,12 @@ import { instanceIdOfCiliumNode } from './knobs.ts';
  * An empty result means the version is fine.
  */
 
-export type InvariantName = 'status-covers-spec' | 'eni-status-complete' | 'right-node';
+export type InvariantName =
+  | 'status-covers-spec'
+  | 'eni-status-complete'
+  | 'right-node'
+  | 'allocated-cidr-withdrawn'
+  | 'multi-pool-release-ips';
 
 export interface Violation {
   readonly invariant: InvariantName;
@@ -86,4 +92,98 @@ function eniHoldsIp(eni: CiliumEni, ip: string): boolean {
       return false;
     }
   });
+}
+
+const MAC_ADDRESS = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
+
+/**
+ * Invariant 7's "complete at every version" (reference cilium-multipool.md I1), what 1.20 agents
+ * need of EVERY ENI entry, eth0 and excluded ones included: the key as `id`, a canonical primary
+ * `ip`, a valid `mac`, a valid `subnet.cidr` and `vpc.primary-cidr`, every `vpc.cidrs` item valid,
+ * every address canonical (a malformed one breaks Go decoding of the whole object).
+ */
+export function checkEniEntriesComplete(cn: CiliumNode): Violation[] {
+  const violations: Violation[] = [];
+  for (const [eniId, eni] of Object.entries(cn.status?.eni?.enis ?? {})) {
+    const problems: string[] = [];
+    if (eni?.id !== eniId) problems.push(`id ${JSON.stringify(eni?.id)}`);
+    if (!isIpv4Address(eni?.ip ?? '')) problems.push(`ip ${JSON.stringify(eni?.ip)}`);
+    if (!MAC_ADDRESS.test(eni?.mac ?? '')) problems.push(`mac ${JSON.stringify(eni?.mac)}`);
+    if (!isIpv4Cidr(eni?.subnet?.cidr)) problems.push(`subnet.cidr ${JSON.stringify(eni?.subnet?.cidr)}`);
+    if (!isIpv4Cidr(eni?.vpc?.['primary-cidr'])) problems.push('vpc.primary-cidr');
+    if ((eni?.vpc?.cidrs ?? []).some((cidr) => !isIpv4Cidr(cidr))) problems.push('a vpc.cidrs item');
+    const bad = (eni?.addresses ?? []).filter((address) => !isIpv4Address(address));
+    if (bad.length > 0) problems.push(`addresses ${JSON.stringify(bad)}`);
+    if (problems.length > 0) {
+      violations.push({
+        invariant: 'eni-status-complete',
+        eniId,
+        message: `ENI ${eniId} is incomplete or malformed: ${problems.join(', ')}`,
+      });
+    }
+  }
+  return violations;
+}
+
+/**
+ * Invariant 7 between two successive versions of one CiliumNode: every CIDR the agent listed in
+ * `spec.ipam.pools.allocated` of `previous` that `previous` published in `status.eni.enis` is still
+ * published in `next` (a 1.20 agent marks a withdrawn in-use CIDR "removed" for its whole life).
+ * Only an authoritative loss in EC2 may withdraw one; callers exempt those with `goneFromEc2`.
+ */
+export function checkAllocatedNotWithdrawn(
+  previous: CiliumNode,
+  next: CiliumNode,
+  goneFromEc2: (cidr: string) => boolean = () => false,
+): Violation[] {
+  const before = publishedCidrs(previous);
+  const after = publishedCidrs(next);
+  return [...allocatedCidrs(previous)]
+    .filter((cidr) => before.has(cidr) && !after.has(cidr) && !goneFromEc2(cidr))
+    .map((cidr) => ({
+      invariant: 'allocated-cidr-withdrawn' as const,
+      message: `CIDR ${cidr} is in spec.ipam.pools.allocated but was withdrawn from status.eni.enis`,
+    }));
+}
+
+/** Multi-pool nodes take no part in the handshake: `status.ipam.release-ips` stays empty for them. */
+export function checkMultiPoolReleaseIps(cn: CiliumNode): Violation[] {
+  if (agentProtocolOf(cn) !== 'multi-pool') return [];
+  const entries = Object.keys(cn.status?.ipam?.['release-ips'] ?? {});
+  return entries.length === 0
+    ? []
+    : [
+        {
+          invariant: 'multi-pool-release-ips',
+          message: `release-ips holds ${entries.join(', ')} on a multi-pool node`,
+        },
+      ];
+}
+
+/** Every CIDR a 1.20 agent derives from the status (any ENI): /28 prefixes, /80s, other addresses as /32. */
+export function publishedCidrs(cn: CiliumNode): Set<string> {
+  const cidrs = new Set<string>();
+  for (const eni of Object.values(cn.status?.eni?.enis ?? {})) {
+    const prefixes = eni?.prefixes ?? [];
+    for (const prefix of prefixes) cidrs.add(prefix);
+    for (const prefix of ((eni as Record<string, unknown>)?.['ipv6-prefixes'] as string[] | undefined) ??
+      []) {
+      cidrs.add(prefix);
+    }
+    for (const address of eni?.addresses ?? []) {
+      if (!prefixes.some((prefix) => isIpv4Cidr(prefix) && cidrContains(prefix, address)))
+        cidrs.add(`${address}/32`);
+    }
+  }
+  return cidrs;
+}
+
+function isIpv4Cidr(text: string | undefined): boolean {
+  if (text === undefined) return false;
+  try {
+    parseCidr(text);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -159,6 +159,14 @@ export interface NodeRecord {
   /** IPs in the excess set and their handshake progress, keyed by IP. */
   readonly excessMarks?: Readonly<Record<string, ExcessMark>>;
   /**
+   * The IPAM protocol the node's agent spoke at the last observation of its CiliumNode
+   * (`agentProtocolOf`): `crd` (1.12 to 1.19) or `multi-pool` (1.20, 1.21). Absent until a
+   * CiliumNode was seen. Decided afresh on every observation; kept here so transitions are visible.
+   */
+  readonly agentProtocol?: 'crd' | 'multi-pool';
+  /** When `agentProtocol` last changed (or was first observed). */
+  readonly agentProtocolSinceEpochMs?: number;
+  /**
    * `active`: allocated and synced. `draining`: a spot interruption warning arrived, no new
    * allocation. `retired`: the instance terminated; kept for audit until `expiresAtEpochSeconds`.
    */

@@ -61,6 +61,8 @@ export interface NodeRecordContent {
   readonly prefixDelegation: boolean;
   readonly lastError?: RecordedError;
   readonly lease?: MutationLease;
+  /** The agent's protocol as just observed; `undefined` keeps the recorded one (no CiliumNode read). */
+  readonly agentProtocol?: 'crd' | 'multi-pool';
 }
 
 /**
@@ -87,6 +89,7 @@ export function nextNodeRecord(
     ...(content.lastError ? { lastError: content.lastError } : {}),
     ...(content.lease ? { lease: content.lease } : {}),
     ...(previous?.excessMarks ? { excessMarks: previous.excessMarks } : {}),
+    ...protocolFields(previous, content.agentProtocol, nowEpochMs),
     lifecycle: previous?.lifecycle ?? 'active',
     createdAtEpochMs: previous?.createdAtEpochMs ?? nowEpochMs,
     updatedAtEpochMs: nowEpochMs,
@@ -94,6 +97,19 @@ export function nextNodeRecord(
       ? { expiresAtEpochSeconds: previous.expiresAtEpochSeconds }
       : {}),
   };
+}
+
+/** The protocol fields of the next record: the observed protocol, since when it holds. */
+function protocolFields(
+  previous: NodeRecord | undefined,
+  observed: 'crd' | 'multi-pool' | undefined,
+  nowEpochMs: number,
+): Pick<NodeRecord, 'agentProtocol' | 'agentProtocolSinceEpochMs'> {
+  const protocol = observed ?? previous?.agentProtocol;
+  if (protocol === undefined) return {};
+  const since =
+    protocol === previous?.agentProtocol ? (previous.agentProtocolSinceEpochMs ?? nowEpochMs) : nowEpochMs;
+  return { agentProtocol: protocol, agentProtocolSinceEpochMs: since };
 }
 
 /**

@@ -1,3 +1,4 @@
+import { agentProtocolOf } from './agent-protocol.ts';
 import { computeExcessIps, computePoolDemand } from './allocation-plan.ts';
 import type { CiliumNode, ReleaseStatus } from './ciliumnode.ts';
 import { isExcluded } from './eni-selection.ts';
@@ -305,21 +306,11 @@ export function enisAfterUnassign(
 }
 
 /**
- * Whether the CiliumNode belongs to a 1.20 multi-pool agent (reference §3.17, cilium PR #45124):
- * `spec.ipam.pools.requested` asks for pool `default` and `status.ipam.used` is empty. Such agents
+ * Whether the CiliumNode belongs to a 1.20 multi-pool agent (`agentProtocolOf`). Such agents
  * ignore `release-ips` (the 1.20 operator writes it as nil for them), so no handshake is started.
  */
 export function isMultiPoolNode(cn: CiliumNode | undefined): boolean {
-  const pools = cn?.spec?.ipam?.pools;
-  if (typeof pools !== 'object' || pools === null) return false;
-  const requested = (pools as { requested?: unknown }).requested;
-  const asksDefault =
-    Array.isArray(requested) &&
-    requested.some(
-      (request) =>
-        typeof request === 'object' && request !== null && (request as { pool?: unknown }).pool === 'default',
-    );
-  return asksDefault && usedIps(cn).length === 0;
+  return agentProtocolOf(cn) === 'multi-pool';
 }
 
 function excessSetOf(

@@ -1,7 +1,8 @@
+import { agentDemandOf } from './agent-protocol.ts';
 import { computePoolDemand } from './allocation-plan.ts';
 import type { CiliumNode } from './ciliumnode.ts';
 import { jsonEqual } from './json-equal.ts';
-import { knobsFromCiliumNode, usedIps } from './knobs.ts';
+import { knobsFromCiliumNode } from './knobs.ts';
 import type { EniState, InstanceLimits, NodeKnobs, NodeRecord } from './model.ts';
 import type { AttachedEniSummary, ClusterInstance } from './ports.ts';
 import { planRelease } from './release-plan.ts';
@@ -24,6 +25,8 @@ export type AllocationSweepReason =
   | 'needs-ips'
   /** The CiliumNode's knobs differ from the ones the record was planned with. */
   | 'knobs-changed'
+  /** The agent now speaks another IPAM protocol than recorded (an upgrade or a downgrade). */
+  | 'protocol-changed'
   /** The last attempt recorded an error: try again. */
   | 'last-error'
   /** A claim was left behind by an invocation that did not finish. */
@@ -84,15 +87,18 @@ export function decideNodeSweep(inputs: NodeSweepInputs): NodeSweepDecision {
   if (hasDrifted(record.enis, inputs.cluster.attachedEnis, nowEpochMs, inputs.consistencyGraceMs)) {
     return reconcile('drift');
   }
+  const agentDemand = agentDemandOf(inputs.ciliumNode);
   const demand = computePoolDemand({
     limits: inputs.limits,
     enis: record.enis,
     knobs,
-    usedIpCount: usedIps(inputs.ciliumNode).length,
+    usedIpCount: agentDemand.usedIpCount,
     prefixDelegationEnabled: inputs.prefixDelegationEnabled,
   });
   if (demand.neededIps > 0) return reconcile('needs-ips');
   if (!jsonEqual(knobs, record.knobs)) return reconcile('knobs-changed');
+  if (inputs.ciliumNode && agentDemand.protocol !== record.agentProtocol)
+    return reconcile('protocol-changed');
   if (record.lastError) return reconcile('last-error');
   if (release) return reconcile('release');
   return { kind: 'skip', reason: 'in-sync' };

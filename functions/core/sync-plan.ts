@@ -1,3 +1,4 @@
+import { agentProtocolOf } from './agent-protocol.ts';
 import {
   type AllocationMap,
   CILIUM_API_GROUP,
@@ -140,7 +141,9 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): Sy
     ? enisCoveringPool(wantedEnis, currentEnis, currentPool)
     : enisUnion(currentEnis, wantedEnis);
   const currentReleaseIps = cn.status?.ipam?.['release-ips'] ?? {};
-  const targetReleaseIps = releaseIpsTarget(record, currentReleaseIps);
+  // A multi-pool (1.20) agent takes no part in the handshake: cilium-operator writes it nil for them.
+  const targetReleaseIps =
+    agentProtocolOf(cn) === 'multi-pool' ? {} : releaseIpsTarget(record, currentReleaseIps);
   const currentError = cn.status?.ipam?.['operator-status']?.error || undefined;
   const targetError = desiredOperatorError(record);
   const enisChanged = !jsonEqual(targetEnis, currentEnis);

@@ -34,6 +34,7 @@ export function allocationMetrics(outcome: AllocationOutcome): MetricPoint[] {
         count('ipam_interface_creation_ops', created),
         count('ipam_ip_allocation_ops', assigned),
         count('ipam_allocation_blocked', outcome.blocked ? 1 : 0),
+        count('ipam_agent_protocol_transitions', outcome.protocolTransition ? 1 : 0),
       ];
     }
   }
@@ -65,6 +66,8 @@ export function sweepMetrics(summary: SweepSummary): MetricPoint[] {
     count('ipam_nodes_in_deficit', summary.reconciled['needs-ips'] ?? 0),
     count('ipam_nodes_drifted', summary.reconciled.drift ?? 0),
     count('ipam_nodes_retired', summary.retired),
+    count('ipam_nodes_crd_protocol', summary.agentProtocols.crd),
+    count('ipam_nodes_multi_pool_protocol', summary.agentProtocols['multi-pool']),
     count('ipam_sweep_failures', summary.failed.length),
   ];
 }

@@ -6,13 +6,14 @@ import {
 } from '../aws/ec2-errors.ts';
 import { retryWhileNotFound, type Sleep } from '../aws/ec2-retry.ts';
 import { ENI_TAG_KEYS, isOurs, tagsForNewEni } from '../aws/eni-tags.ts';
+import { type AgentDemand, agentDemandOf } from '../core/agent-protocol.ts';
 import { type AllocationPlan, computePoolDemand, planAllocation } from '../core/allocation-plan.ts';
 import { eniClientToken } from '../core/client-token.ts';
 import { isClusterMember, nodeNameFor } from '../core/cluster-membership.ts';
 import { nextFreeIndexAfter } from '../core/device-index.ts';
 import { VersionConflictError } from '../core/errors.ts';
 import { ADDRESSES_PER_IPV4_PREFIX } from '../core/ip-math.ts';
-import { instanceIdOfCiliumNode, knobsFromCiliumNode, usedIps } from '../core/knobs.ts';
+import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
 import type {
   EniState,
   InstanceLimits,
@@ -91,6 +92,10 @@ export type AllocationOutcome =
       readonly actions: readonly string[];
       readonly neededIps: number;
       readonly blocked?: RecordedError;
+      /** The agent's protocol as observed (absent without a trusted CiliumNode). */
+      readonly agentProtocol?: AgentDemand['protocol'];
+      /** Set when this observation changed the recorded protocol (an upgrade or a downgrade). */
+      readonly protocolTransition?: { readonly from: string; readonly to: AgentDemand['protocol'] };
     };
 
 /** A failed attach whose cleanup (deleting the fresh ENI) may have failed too; both are kept. */
@@ -141,6 +146,8 @@ interface Observation {
   readonly instance: InstanceView;
   readonly nodeName: string;
   readonly knobs: NodeKnobs;
+  /** The agent's demand (protocol and used count); `undefined` without a trusted CiliumNode. */
+  readonly demand: AgentDemand | undefined;
   readonly usedIpCount: number;
   readonly vpc: VpcView;
   readonly limits: InstanceLimits | undefined;
@@ -186,6 +193,14 @@ async function allocateOnce(
     return { kind: 'busy', leaseHolder: record?.lease?.holder ?? '' };
   }
   let enis = mergeObservedEnis(record?.enis ?? [], observedEnis, deps.clock(), settings.consistencyGraceMs);
+  const protocolTransition = transitionOf(record?.agentProtocol, observation.demand);
+  if (protocolTransition) {
+    log.info('agent IPAM protocol changed', {
+      instanceId,
+      nodeName: observation.nodeName,
+      ...protocolTransition,
+    });
+  }
 
   const actions: string[] = [];
   const failedSubnetIds: string[] = [];
@@ -200,6 +215,7 @@ async function allocateOnce(
     enis,
     knobs: observation.knobs,
     prefixDelegation: demandFor(observation, enis, settings).prefixDelegation,
+    ...(observation.demand ? { agentProtocol: observation.demand.protocol } : {}),
     ...(blocked ? { lastError: blocked } : {}),
     ...(lease
       ? { lease: { holder: deps.invocationId, expiresAtEpochMs: deps.clock() + settings.leaseDurationMs } }
@@ -304,7 +320,18 @@ async function allocateOnce(
     actions,
     neededIps: demandFor(observation, enis, settings).neededIps,
     ...(blocked ? { blocked } : {}),
+    ...(observation.demand ? { agentProtocol: observation.demand.protocol } : {}),
+    ...(protocolTransition ? { protocolTransition } : {}),
   };
+}
+
+/** The change from the recorded protocol to the observed one; `none` stands for "never observed". */
+function transitionOf(
+  recorded: AgentDemand['protocol'] | undefined,
+  observed: AgentDemand | undefined,
+): { from: string; to: AgentDemand['protocol'] } | undefined {
+  if (observed === undefined || observed.protocol === recorded) return undefined;
+  return { from: recorded ?? 'none', to: observed.protocol };
 }
 
 async function observe(instance: InstanceView, deps: AllocationDependencies): Promise<Observation> {
@@ -327,6 +354,7 @@ async function observe(instance: InstanceView, deps: AllocationDependencies): Pr
   }
   const trusted = foreign ? undefined : ciliumNode;
   const knobs = knobsFromCiliumNode(trusted, settings.defaultKnobs);
+  const demand = trusted ? agentDemandOf(trusted) : undefined;
   // Security groups by tag are the one lookup that depends on the knobs (and the rarest).
   const securityGroups =
     Object.keys(knobs.securityGroupTags).length > 0 && knobs.securityGroups.length === 0
@@ -336,7 +364,8 @@ async function observe(instance: InstanceView, deps: AllocationDependencies): Pr
     instance,
     nodeName,
     knobs,
-    usedIpCount: usedIps(trusted).length,
+    demand,
+    usedIpCount: demand?.usedIpCount ?? 0,
     vpc,
     limits,
     subnets,

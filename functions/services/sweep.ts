@@ -1,3 +1,4 @@
+import { type AgentProtocol, agentProtocolOf } from '../core/agent-protocol.ts';
 import type { CiliumNode } from '../core/ciliumnode.ts';
 import { clusterTagKey, nodeNameFor } from '../core/cluster-membership.ts';
 import { forEachWithConcurrency } from '../core/concurrency.ts';
@@ -33,6 +34,8 @@ export interface SweepSummary {
   readonly reconciled: Readonly<Record<string, number>>;
   readonly skipped: Readonly<Record<string, number>>;
   readonly retired: number;
+  /** Running nodes per agent IPAM protocol, as their CiliumNodes show it now (`agentProtocolOf`). */
+  readonly agentProtocols: Readonly<Record<AgentProtocol, number>>;
   readonly failed: readonly { readonly instanceId: string; readonly error: string }[];
 }
 
@@ -57,6 +60,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
   const reconciled: Record<string, number> = {};
   const skipped: Record<string, number> = {};
   const failed: { instanceId: string; error: string }[] = [];
+  const agentProtocols: Record<AgentProtocol, number> = { crd: 0, 'multi-pool': 0 };
   const decisions = clusterInstances
     .filter((listed) => listed.instance.state === 'running')
     .map((listed) => {
@@ -64,6 +68,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
         ciliumNodeByName.get(nodeNameFor(listed.instance, settings.nodeNaming)),
         listed.instance.id,
       );
+      if (ciliumNode) agentProtocols[agentProtocolOf(ciliumNode)]++;
       const decision: NodeSweepDecision = decideNodeSweep({
         cluster: listed,
         record: recordById.get(listed.instance.id),
@@ -132,6 +137,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
     reconciled,
     skipped,
     retired,
+    agentProtocols,
     failed,
   };
   log.info('sweep finished', { ...summary });

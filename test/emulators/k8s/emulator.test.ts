@@ -411,7 +411,9 @@ describe('CRD schema validation and pruning', () => {
     expect(status.details?.causes).toEqual([
       expect.objectContaining({
         field: 'status.eni.enis.eni-0a.subnet.cidr',
-        message: expect.stringMatching(/must be of type cidr: "not-a-cidr" \(CiliumNode CRD v1\.20\)$/),
+        message: expect.stringMatching(
+          /must be of type cidr: "not-a-cidr" \(CiliumNode CRD v1\.20, v1\.21-dev\)$/,
+        ),
       }),
     ]);
   });
@@ -446,7 +448,7 @@ describe('CRD schema validation and pruning', () => {
     const written = await replaceStatus({ ...created, status: example.status });
     expect(written.spec).toEqual(example.spec);
     expect(written.status).toEqual(example.status);
-    expect(emulator.store.schemas).toEqual(['v1.19-dev', 'v1.12', 'v1.20']);
+    expect(emulator.store.schemas).toEqual(['v1.19-dev', 'v1.12', 'v1.20', 'v1.21-dev']);
   });
 
   it('prunes with the first selected schema', async () => {

@@ -42,7 +42,7 @@ export interface EmulatorOptions {
   port?: number;
   /**
    * CRD generations every object must validate against; the first one prunes. Default
-   * `DEFAULT_SCHEMAS` (all three, v1.19-dev first).
+   * `DEFAULT_SCHEMAS` (all four, v1.19-dev first).
    */
   schemas?: readonly SchemaVersion[];
   /** Require `Authorization: Bearer <requireToken>` on every request (401 otherwise). */

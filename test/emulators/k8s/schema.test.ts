@@ -294,6 +294,7 @@ describe('the CiliumNode CRD schemas', () => {
     { version: 'v1.12', errors: 0 },
     { version: 'v1.19-dev', errors: 0 },
     { version: 'v1.20', errors: 1 },
+    { version: 'v1.21-dev', errors: 1 },
   ] as const)(
     'checks the ENI subnet CIDR format only where the CRD declares it ($version)',
     ({ version, errors }) => {

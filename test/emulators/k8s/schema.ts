@@ -14,15 +14,23 @@ import type { FieldError } from './status.ts';
  * `metadata` at the root is neither pruned nor validated here: the server handles ObjectMeta itself.
  */
 
-export type SchemaVersion = 'v1.12' | 'v1.19-dev' | 'v1.20';
-export const SCHEMA_VERSIONS: readonly SchemaVersion[] = ['v1.12', 'v1.19-dev', 'v1.20'];
+export type SchemaVersion = 'v1.12' | 'v1.19-dev' | 'v1.20' | 'v1.21-dev';
+export const SCHEMA_VERSIONS: readonly SchemaVersion[] = ['v1.12', 'v1.19-dev', 'v1.20', 'v1.21-dev'];
 
 /**
- * The emulator's default: all three, v1.19-dev first because the first one prunes and v1.19-dev is
+ * The emulator's default: all four, v1.19-dev first because the first one prunes and v1.19-dev is
  * the last CRD of the pool protocol this project targets (v1.12 lacks `spec.eni.node-subnet-id`,
  * v1.20 dropped `spec.eni.instance-id`; both are kept, and each other schema still validates).
+ * A cluster of 1.20/1.21 agents runs their CRD: `CRD_OF_MULTI_POOL_CLUSTERS` prunes with v1.21-dev
+ * (which keeps `status.eni.enis[].ipv6-prefixes`) and still validates against the other three.
  */
-export const DEFAULT_SCHEMAS: readonly SchemaVersion[] = ['v1.19-dev', 'v1.12', 'v1.20'];
+export const DEFAULT_SCHEMAS: readonly SchemaVersion[] = ['v1.19-dev', 'v1.12', 'v1.20', 'v1.21-dev'];
+export const CRD_OF_MULTI_POOL_CLUSTERS: readonly SchemaVersion[] = [
+  'v1.21-dev',
+  'v1.19-dev',
+  'v1.12',
+  'v1.20',
+];
 
 export interface StructuralSchema {
   type?: 'object' | 'array' | 'string' | 'integer' | 'number' | 'boolean';
@@ -92,6 +100,7 @@ const CRD_FILES: Record<SchemaVersion, string> = {
   'v1.12': 'ciliumnodes.v1.12.yaml',
   'v1.19-dev': 'ciliumnodes.v1.19-dev.yaml',
   'v1.20': 'ciliumnodes.v1.20.yaml',
+  'v1.21-dev': 'ciliumnodes.v1.21-dev.yaml',
 };
 
 /** Extracts `spec.versions[name=v2].schema.openAPIV3Schema` from a CRD document. */

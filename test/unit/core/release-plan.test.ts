@@ -552,6 +552,7 @@ describe('decideNodeSweep: the release reason', () => {
     enis: [eth0, eth1],
     knobs: nodeKnobs,
     prefixDelegation: false,
+    agentProtocol: 'crd',
     lifecycle: 'active',
     createdAtEpochMs: 1,
     updatedAtEpochMs: 1,
@@ -585,6 +586,24 @@ describe('decideNodeSweep: the release reason', () => {
       case: 'excess, release off: in sync',
       given: { releaseEnabled: false },
       expected: { kind: 'skip', reason: 'in-sync' },
+    },
+    {
+      case: 'release off, the agent now speaks multi-pool (upgraded to 1.20): protocol-changed',
+      given: {
+        releaseEnabled: false,
+        node: {
+          ...ciliumNode({ used: [] }),
+          spec: {
+            ...ciliumNode().spec,
+            ...nodeSpec,
+            ipam: {
+              ...nodeSpec.ipam,
+              pools: { requested: [{ pool: 'default', needed: { 'ipv4-addrs': 2 + USED.length } }] },
+            },
+          },
+        },
+      },
+      expected: { kind: 'reconcile', reason: 'protocol-changed', release: false },
     },
     {
       case: 'marks waiting inside the delay: in sync (costs nothing)',

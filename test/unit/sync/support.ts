@@ -63,7 +63,7 @@ export function isWrite(step: SyncStep): step is SyncWriteStep {
 
 /**
  * Field errors and pruned (unknown) fields of `object` under each CRD generation we must satisfy
- * (v1.12, v1.19-dev, v1.20). Empty when every generation accepts it unchanged.
+ * (v1.12, v1.19-dev, v1.20, v1.21-dev). Empty when every generation accepts it unchanged.
  */
 export function crdProblems(object: CiliumNode): string[] {
   const problems: string[] = [];

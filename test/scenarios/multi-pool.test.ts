@@ -1,0 +1,211 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { agentProtocolOf } from '../../functions/core/agent-protocol.ts';
+import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
+import { allocateNode } from '../../functions/services/allocate-node.ts';
+import { sweep } from '../../functions/services/sweep.ts';
+import { syncNode } from '../../functions/services/sync-node.ts';
+import type { InstanceRecord } from '../emulators/ec2/index.ts';
+import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
+import { observeAsAgent } from '../support/cilium-agent-model.ts';
+import {
+  expectMultiPoolInvariants,
+  type MultiPoolAgent,
+  startMultiPoolAgent,
+  syncDependencies,
+} from '../support/multi-pool-scenario.ts';
+
+/**
+ * Nodes whose agent speaks the multi-pool protocol (cilium 1.20, 1.21), end to end: the agent
+ * model writes its demand to `spec.ipam.pools.requested` and its CIDRs to `allocated`, the
+ * allocator (DynamoDB Local, the EC2 emulator) reads the demand from there, the sync publishes
+ * `status.eni.enis`, and the agent allocates pods from what it derives from that status. One
+ * `cycle` is one agent pass (its 15 s debounce), the allocation its CiliumNode change triggers,
+ * the sync the record write triggers, and the agent's watch event.
+ */
+
+const AGENT_PASS_MS = 15_000;
+
+let harness: AllocationHarness;
+
+beforeEach(async () => {
+  harness = await startAllocationHarness();
+});
+afterEach(async () => {
+  await harness.close();
+});
+
+async function cycle(instance: InstanceRecord, agent: MultiPoolAgent): Promise<void> {
+  harness.clock.advance(AGENT_PASS_MS);
+  await agent.driver.tick(harness.clock.now());
+  const outcome = await allocateNode(instance.instanceId, harness.dependencies());
+  expect(outcome.kind).toBe('reconciled');
+  await syncNode(instance.instanceId, syncDependencies(harness));
+  await agent.driver.observe();
+}
+
+async function ciliumNodeOf(instance: InstanceRecord): Promise<CiliumNode> {
+  const node = await harness.ciliumNodes.get(instance.privateDnsName);
+  if (!node) throw new Error('no CiliumNode');
+  return node;
+}
+
+/** Every in-use IP of the agent is assigned in EC2 to an ENI of the instance (invariant 7). */
+function expectInUseIpsOnEc2(instance: InstanceRecord, agent: MultiPoolAgent): void {
+  const assigned = new Set(
+    harness.ec2.state
+      .networkInterfaces({ instanceId: instance.instanceId })
+      .flatMap((eni) => [
+        ...eni.secondaryPrivateIpAddresses,
+        ...eni.ipv4Prefixes.flatMap((prefix) => expandPrefix(prefix)),
+      ]),
+  );
+  for (const ip of agent.model.inUseIps()) expect(assigned.has(ip), `${ip} assigned in EC2`).toBe(true);
+}
+
+function expandPrefix(prefix: string): string[] {
+  const [address = '', length = '32'] = prefix.split('/');
+  const base = address.split('.').reduce((value, octet) => value * 256 + Number(octet), 0);
+  return Array.from({ length: 2 ** (32 - Number(length)) }, (_, offset) => {
+    const value = base + offset;
+    return [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join('.');
+  });
+}
+
+/** Starts pods `first..last`, retrying failed ones each cycle; returns the cycles it took. */
+async function runPods(
+  instance: InstanceRecord,
+  agent: MultiPoolAgent,
+  pods: readonly string[],
+  maxCycles: number,
+): Promise<{ cycles: number; failures: string[] }> {
+  const waiting = [...pods];
+  const failures: string[] = [];
+  let cycles = 0;
+  while (waiting.length > 0 && cycles < maxCycles) {
+    for (const pod of [...waiting]) {
+      const result = agent.model.allocate(pod, 'ipv4', harness.clock.now());
+      if ('ip' in result) waiting.splice(waiting.indexOf(pod), 1);
+      else failures.push(result.error);
+    }
+    await cycle(instance, agent);
+    cycles++;
+  }
+  expect(waiting, 'pods without an IP').toEqual([]);
+  return { cycles, failures };
+}
+
+describe('a 1.20 (multi-pool) node', () => {
+  it('comes up: the agent finds an allocatable IP and its VPC CIDR, and the node is recorded as multi-pool', async () => {
+    const instance = harness.launch('m5.xlarge');
+    await harness.createCiliumNode(instance);
+    const agent = startMultiPoolAgent(harness, instance);
+    expect(agent.model.startup(harness.clock.now())).toBe('waiting-for-pool');
+    await allocateNode(instance.instanceId, harness.dependencies());
+    await syncNode(instance.instanceId, syncDependencies(harness));
+    await cycle(instance, agent);
+
+    expect(agent.model.startup(harness.clock.now())).toBe('ready');
+    const node = await ciliumNodeOf(instance);
+    expect(agentProtocolOf(node)).toBe('multi-pool');
+    expect(node.spec?.ipam?.pools).toMatchObject({
+      requested: [{ pool: 'default', needed: { 'ipv4-addrs': 8 } }],
+    });
+    const record = await harness.table.store.get(instance.instanceId);
+    expect(record?.agentProtocol).toBe('multi-pool');
+    expect(harness.logs).toContainEqual(
+      expect.objectContaining({
+        message: 'agent IPAM protocol changed',
+        fields: expect.objectContaining({ from: 'crd', to: 'multi-pool' }),
+      }),
+    );
+    // The dual-written pool still names every published IP (a downgraded 1.19 agent needs it).
+    expect(Object.keys(node.spec?.ipam?.pool ?? {})).toHaveLength(8);
+    expect(agent.model.problems).toEqual([]);
+    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+  });
+
+  it('grows with its requested demand to 20 pods on an m5.xlarge with pre-allocate 4, every pod gets an IP', async () => {
+    const instance = harness.launch('m5.xlarge');
+    await harness.createCiliumNode(instance, { ipam: { 'pre-allocate': 4 } });
+    const agent = startMultiPoolAgent(harness, instance);
+    await allocateNode(instance.instanceId, harness.dependencies());
+    await syncNode(instance.instanceId, syncDependencies(harness));
+    await cycle(instance, agent);
+    expect(agent.model.startup(harness.clock.now())).toBe('ready');
+
+    const pods = Array.from({ length: 20 }, (_, index) => `pod-${index + 1}`);
+    // Pods arrive five at a time; the agent may run out between passes (as the real one does)
+    // and retries them on the next pass, its failed owners raising `requested` meanwhile.
+    for (let batch = 0; batch < 4; batch++) {
+      await runPods(instance, agent, pods.slice(batch * 5, batch * 5 + 5), 4);
+    }
+    expect(agent.model.inUseIps()).toHaveLength(20);
+    expectInUseIpsOnEc2(instance, agent);
+
+    const node = await ciliumNodeOf(instance);
+    expect(node.spec?.ipam?.pools).toMatchObject({
+      requested: [{ pool: 'default', needed: { 'ipv4-addrs': 24 } }],
+    });
+    // used = requested - pre-allocate = 20; needed = 4 + 20 - available = 0 at steady state.
+    const outcome = await allocateNode(instance.instanceId, harness.dependencies());
+    expect(outcome).toMatchObject({ kind: 'reconciled', neededIps: 0, agentProtocol: 'multi-pool' });
+    const available = harness.ec2.state
+      .networkInterfaces({ instanceId: instance.instanceId })
+      .reduce((sum, eni) => sum + eni.secondaryPrivateIpAddresses.length, 0);
+    expect(available).toBeGreaterThanOrEqual(24);
+    expect(agent.model.problems).toEqual([]);
+    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+  });
+});
+
+describe('a 1.19 and a 1.20 node side by side', () => {
+  it('are each served their own protocol by the same sweep', async () => {
+    const old = harness.launch('m5.large');
+    const current = harness.launch('m5.large');
+    await harness.createCiliumNode(old);
+    await harness.createCiliumNode(current);
+    const agent = startMultiPoolAgent(harness, current);
+    const deps = harness.sweepDependencies();
+    await sweep(deps);
+    for (const instance of [old, current]) await syncNode(instance.instanceId, syncDependencies(harness));
+    await agent.driver.tick(harness.clock.now());
+
+    // The 1.19 agent reports 6 pool IPs in use in status.ipam.used.
+    const oldNode = await ciliumNodeOf(old);
+    const observed = observeAsAgent(oldNode);
+    if (!observed.accepted) throw new Error(observed.reason);
+    const used = Object.fromEntries(
+      observed.allocations
+        .slice(0, 6)
+        .map((allocation) => [allocation.ip, { owner: `pod-${allocation.ip}`, resource: allocation.eniId }]),
+    );
+    await harness.ciliumNodes.patchStatus(old.privateDnsName, [
+      { op: 'test', path: '/metadata/resourceVersion', value: oldNode.metadata.resourceVersion },
+      { op: 'add', path: '/status/ipam', value: { ...(oldNode.status?.ipam ?? {}), used } },
+    ]);
+    for (let pod = 1; pod <= 6; pod++) agent.model.allocate(`pod-${pod}`, 'ipv4', harness.clock.now());
+    harness.clock.advance(AGENT_PASS_MS);
+    await agent.driver.tick(harness.clock.now());
+
+    harness.clock.advance(60_000);
+    const summary = await sweep(deps);
+    expect(summary.agentProtocols).toEqual({ crd: 1, 'multi-pool': 1 });
+    expect(summary.reconciled['needs-ips']).toBe(2);
+    for (const instance of [old, current]) await syncNode(instance.instanceId, syncDependencies(harness));
+    await agent.driver.observe();
+
+    for (const instance of [old, current]) {
+      const record = await harness.table.store.get(instance.instanceId);
+      expect(record?.agentProtocol).toBe(instance === old ? 'crd' : 'multi-pool');
+      // 6 used + pre-allocate 8 on each, whichever protocol told us about the 6.
+      const ips = harness.ec2.state
+        .networkInterfaces({ instanceId: instance.instanceId })
+        .reduce((sum, eni) => sum + eni.secondaryPrivateIpAddresses.length, 0);
+      expect(ips, instance === old ? '1.19 node' : '1.20 node').toBe(14);
+    }
+    expect(observeAsAgent(await ciliumNodeOf(old)).accepted).toBe(true);
+    expect(agent.model.problems).toEqual([]);
+    expectInUseIpsOnEc2(current, agent);
+    expectMultiPoolInvariants(harness, current, agent.writtenVersions);
+  });
+});
