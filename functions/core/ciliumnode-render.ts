@@ -1,3 +1,4 @@
+import { withheldCidrs } from './cidr-release-plan.ts';
 import type { AllocationMap, CiliumEni, ReleaseStatus } from './ciliumnode.ts';
 import { isExcluded } from './eni-selection.ts';
 import { compareIpv4, expandCidr, isIpv4Address, sortIpv4 } from './ip-math.ts';
@@ -63,12 +64,41 @@ export function renderEni(eni: EniState, vpc: VpcView, usePrimaryAddress: boolea
  * `first-interface-index` or `exclude-interface-tags` included, as cilium-operator publishes them
  * (agents need eth0's and the excluded ENIs' entries for routing and exclusion decisions).
  */
-export function desiredStatusEnis(record: NodeRecord): Record<string, CiliumEni> {
+export function desiredStatusEnis(
+  record: NodeRecord,
+  withheld: ReadonlySet<string> = withheldCidrs(record),
+): Record<string, CiliumEni> {
   const enis: Record<string, CiliumEni> = {};
   for (const eni of record.enis) {
-    enis[eni.id] = renderEni(eni, record.vpc, record.knobs.usePrimaryAddress);
+    enis[eni.id] = renderEni(eniWithout(eni, withheld), record.vpc, record.knobs.usePrimaryAddress);
   }
   return enis;
+}
+
+/**
+ * The ENI without the withheld CIDRs (`/32`s and `/28`s on their way out of a multi-pool node,
+ * `withheldCidrs`): they are still on EC2, but the agent must not derive them any more.
+ */
+export function eniWithout(eni: EniState, withheld: ReadonlySet<string>): EniState {
+  if (withheld.size === 0) return eni;
+  return {
+    ...eni,
+    secondaryIps: eni.secondaryIps.filter((ip) => !withheld.has(`${ip}/32`)),
+    prefixes: eni.prefixes.filter((prefix) => !withheld.has(prefix)),
+  };
+}
+
+export interface PoolOptions {
+  /** CIDRs on their way out of a multi-pool node (default: the record's `withheldCidrs`). */
+  readonly withheld?: ReadonlySet<string>;
+  /**
+   * The IPs the CiliumNode's pool offers now. An excluded ENI's address the pool still offers stays
+   * until the release handshake takes it out (`excluded-eni` marks), so a 1.19 agent allocating at
+   * that moment never loses an IP it just handed out; nothing of an excluded ENI is ever added.
+   */
+  readonly currentPool?: Iterable<string>;
+  /** A multi-pool (1.20) agent: no handshake, an excluded ENI's unused addresses leave at once. */
+  readonly multiPool?: boolean;
 }
 
 /** Handshake states after which an IP must leave `spec.ipam.pool` before it leaves EC2. */
@@ -84,16 +114,24 @@ const LEAVING_POOL_STATES: ReadonlySet<ReleaseStatus> = new Set(['ready-for-rele
  * its IPs are in use: the agent may register `first-interface-index` or `exclude-interface-tags`
  * after we published a pool planned with the stack defaults, and hand out pool IPs before the new
  * knobs reach us. An in-use address an excluded ENI still holds stays in the pool (with that ENI
- * in status, which lists every ENI) until the agent stops using it; no new address is added.
+ * in status, which lists every ENI) until the agent stops using it; no new address is added. An
+ * unused one the pool still offers stays too, until the handshake has taken it out
+ * (`PoolOptions.currentPool`): removing it directly would race an agent allocating right then.
  */
-export function desiredPool(record: NodeRecord, inUseIps: Iterable<string> = []): AllocationMap {
+export function desiredPool(
+  record: NodeRecord,
+  inUseIps: Iterable<string> = [],
+  options: PoolOptions = {},
+): AllocationMap {
   const marks = record.excessMarks ?? {};
   const inUse = new Set(inUseIps);
+  const offered = new Set(options.multiPool ? [] : (options.currentPool ?? []));
+  const withheld = options.withheld ?? withheldCidrs(record);
   const pool: AllocationMap = {};
   for (const eni of record.enis) {
     const excluded = isExcluded(eni, record.knobs);
-    for (const address of eniAddresses(eni, record.knobs.usePrimaryAddress)) {
-      if (excluded && !inUse.has(address)) continue;
+    for (const address of eniAddresses(eniWithout(eni, withheld), record.knobs.usePrimaryAddress)) {
+      if (excluded && !inUse.has(address) && !offered.has(address)) continue;
       const state = marks[address]?.state;
       if (state !== undefined && LEAVING_POOL_STATES.has(state)) continue;
       pool[address] = { resource: eni.id };

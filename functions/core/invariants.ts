@@ -14,7 +14,8 @@ export type InvariantName =
   | 'eni-status-complete'
   | 'right-node'
   | 'allocated-cidr-withdrawn'
-  | 'multi-pool-release-ips';
+  | 'multi-pool-release-ips'
+  | 'pool-removal-without-handshake';
 
 export interface Violation {
   readonly invariant: InvariantName;
@@ -186,4 +187,28 @@ function isIpv4Cidr(text: string | undefined): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Invariant 5 on the way out, for CRD-protocol (1.19) nodes: an IP leaves `spec.ipam.pool` only
+ * after the agent answered `ready-for-release` for it (or it reached `released`), so an agent
+ * allocating at that moment never hands out an IP that is leaving. Exempt: multi-pool nodes (no
+ * handshake), an IP that moved to another ENI, and IPs `goneFromEc2` says EC2 lost out of band.
+ */
+export function checkPoolRemovalsHandshaken(
+  previous: CiliumNode,
+  next: CiliumNode,
+  goneFromEc2: (ip: string) => boolean = () => false,
+): Violation[] {
+  if (agentProtocolOf(previous) === 'multi-pool') return [];
+  const nextPool = next.spec?.ipam?.pool ?? {};
+  const answers = previous.status?.ipam?.['release-ips'] ?? {};
+  return Object.keys(previous.spec?.ipam?.pool ?? {})
+    .filter((ip) => nextPool[ip] === undefined && !goneFromEc2(ip))
+    .filter((ip) => answers[ip] !== 'ready-for-release' && answers[ip] !== 'released')
+    .map((ip) => ({
+      invariant: 'pool-removal-without-handshake' as const,
+      ip,
+      message: `pool IP ${ip} left spec.ipam.pool without the release handshake (release-ips: ${answers[ip] ?? 'none'})`,
+    }));
 }

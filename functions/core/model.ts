@@ -135,6 +135,27 @@ export interface ExcessMark {
   /** When the IP was first seen in the excess set, continuously since. */
   readonly sinceEpochMs: number;
   readonly state?: ReleaseState;
+  /**
+   * `excluded-eni`: the IP leaves the pool because its ENI became excluded (a knob such as
+   * `first-interface-index` changed after we filled it). It goes through the handshake so an agent
+   * allocating at that moment cannot hand it out as it leaves, but it stays on EC2 (excluded ENIs
+   * are never touched). Absent: an excess IP, released in EC2 at the end of the handshake.
+   */
+  readonly cause?: 'excluded-eni';
+}
+
+/**
+ * Release progress of one CIDR of a multi-pool (1.20) node, durable on the node item (see
+ * `planCidrRelease`): `pending` while the agent has left it out of `spec.ipam.pools.allocated`
+ * for less than the delay, `withdrawing` while the sync takes it out of the CiliumNode (still on
+ * EC2), `released` once unassigned (a tombstone: a lagging Describe that lists it is not believed).
+ */
+export interface CidrRelease {
+  readonly eniId: string;
+  readonly state: 'pending' | 'withdrawing' | 'released';
+  /** When the CIDR was first seen missing from `allocated`, continuously since. */
+  readonly sinceEpochMs: number;
+  readonly releasedAtEpochMs?: number;
 }
 
 /** The node record: ONE DynamoDB item per instance, the whole IPAM state of that node. */
@@ -158,6 +179,8 @@ export interface NodeRecord {
   readonly lease?: MutationLease;
   /** IPs in the excess set and their handshake progress, keyed by IP. */
   readonly excessMarks?: Readonly<Record<string, ExcessMark>>;
+  /** Multi-pool release progress, keyed by CIDR (`10.0.1.5/32`, `10.0.2.16/28`). */
+  readonly cidrReleases?: Readonly<Record<string, CidrRelease>>;
   /**
    * The IPAM protocol the node's agent spoke at the last observation of its CiliumNode
    * (`agentProtocolOf`): `crd` (1.12 to 1.19) or `multi-pool` (1.20, 1.21). Absent until a

@@ -61,6 +61,8 @@ export interface NodeRecordContent {
   readonly prefixDelegation: boolean;
   readonly lastError?: RecordedError;
   readonly lease?: MutationLease;
+  /** Replaces the recorded multi-pool release entries (tombstones of CIDRs assigned again dropped). */
+  readonly cidrReleases?: NodeRecord['cidrReleases'];
   /** The agent's protocol as just observed; `undefined` keeps the recorded one (no CiliumNode read). */
   readonly agentProtocol?: 'crd' | 'multi-pool';
 }
@@ -89,6 +91,7 @@ export function nextNodeRecord(
     ...(content.lastError ? { lastError: content.lastError } : {}),
     ...(content.lease ? { lease: content.lease } : {}),
     ...(previous?.excessMarks ? { excessMarks: previous.excessMarks } : {}),
+    ...cidrReleasesOf(content.cidrReleases ?? previous?.cidrReleases),
     ...protocolFields(previous, content.agentProtocol, nowEpochMs),
     lifecycle: previous?.lifecycle ?? 'active',
     createdAtEpochMs: previous?.createdAtEpochMs ?? nowEpochMs,
@@ -97,6 +100,10 @@ export function nextNodeRecord(
       ? { expiresAtEpochSeconds: previous.expiresAtEpochSeconds }
       : {}),
   };
+}
+
+function cidrReleasesOf(releases: NodeRecord['cidrReleases']): Pick<NodeRecord, 'cidrReleases'> {
+  return releases !== undefined && Object.keys(releases).length > 0 ? { cidrReleases: releases } : {};
 }
 
 /** The protocol fields of the next record: the observed protocol, since when it holds. */

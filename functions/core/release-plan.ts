@@ -74,7 +74,11 @@ export type MarkChangeReason =
   /** (e) The agent deleted the `released` entry: the handshake is over. */
   | 'agent-acknowledged'
   /** (e) EC2 assigned the released IP to this node again (cilium `7fbf7c6b64`). */
-  | 'reassigned';
+  | 'reassigned'
+  /** (g) The IP's ENI is now excluded and the IP is in the pool, unused: it leaves through the handshake. */
+  | 'excluded-eni'
+  /** (g) An excluded ENI's IP the agent answered ready for is out of the pool: released, kept on EC2. */
+  | 'left-pool';
 
 export interface MarkChange {
   readonly ip: string;
@@ -171,9 +175,17 @@ export function planRelease(inputs: ReleaseInputs): ReleasePlan {
   const change = (ip: string, from: MarkStage, to: MarkStage, reason: MarkChangeReason) =>
     changes.push({ ip, from, to, reason });
   const readyToUnassign = new Set<string>();
+  const leaving = multiPool ? new Set<string>() : excludedPoolIps(record.enis, knobs, ciliumNode);
+  const exclusion = { used, answers, pool, leaving, multiPool };
 
   for (const [ip, mark] of Object.entries(previous)) {
     const from = stageOf(mark);
+    if (mark.cause === 'excluded-eni') {
+      const next = nextExclusionMark(ip, mark, exclusion);
+      if (next.mark) marks[ip] = next.mark;
+      if (next.reason) change(ip, from, next.mark ? stageOf(next.mark) : 'unmarked', next.reason);
+      continue;
+    }
     if (mark.state === 'released') {
       if (assigned.has(ip)) change(ip, from, 'unmarked', 'reassigned');
       else if (answers[ip] === undefined) change(ip, from, 'unmarked', 'agent-acknowledged');
@@ -212,6 +224,12 @@ export function planRelease(inputs: ReleaseInputs): ReleasePlan {
     if (mark.state === 'ready-for-release' && !pool.has(ip) && !used.has(ip) && ciliumNode !== undefined) {
       readyToUnassign.add(ip);
     }
+  }
+
+  for (const ip of leaving) {
+    if (Object.hasOwn(previous, ip)) continue;
+    marks[ip] = { sinceEpochMs: nowEpochMs, state: 'marked-for-release', cause: 'excluded-eni' };
+    change(ip, 'unmarked', 'marked-for-release', 'excluded-eni');
   }
 
   for (const ip of excessIps) {
@@ -311,6 +329,60 @@ export function enisAfterUnassign(
  */
 export function isMultiPoolNode(cn: CiliumNode | undefined): boolean {
   return agentProtocolOf(cn) === 'multi-pool';
+}
+
+/**
+ * IPs of now-excluded ENIs that the CiliumNode's `spec.ipam.pool` still offers and the agent does
+ * not use: they must leave the pool through the handshake (`excluded-eni` marks), not directly.
+ */
+export function excludedPoolIps(
+  enis: readonly EniState[],
+  knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags' | 'usePrimaryAddress'>,
+  cn: CiliumNode | undefined,
+): Set<string> {
+  const pool = cn?.spec?.ipam?.pool ?? {};
+  const used = new Set(usedIps(cn));
+  return new Set(
+    enis
+      .filter((eni) => isExcluded(eni, knobs))
+      .flatMap((eni) => poolAddressesOfEni(eni, knobs.usePrimaryAddress))
+      .filter((ip) => Object.hasOwn(pool, ip) && !used.has(ip)),
+  );
+}
+
+interface ExclusionView {
+  readonly used: ReadonlySet<string>;
+  readonly answers: Readonly<Record<string, ReleaseStatus>>;
+  readonly pool: ReadonlySet<string>;
+  readonly leaving: ReadonlySet<string>;
+  readonly multiPool: boolean;
+}
+
+/**
+ * (g) The next state of an `excluded-eni` mark: the handshake as for excess IPs, except that the
+ * end is `released` without any EC2 call (the ENI is excluded, never touched) and the mark is
+ * dropped once the agent deleted the entry. A multi-pool node abandons the handshake at once.
+ */
+function nextExclusionMark(
+  ip: string,
+  mark: ExcessMark,
+  view: ExclusionView,
+): { mark?: ExcessMark; reason?: MarkChangeReason } {
+  if (view.multiPool) return { reason: 'multi-pool-node' };
+  if (mark.state === 'released') {
+    return view.answers[ip] === undefined ? { reason: 'agent-acknowledged' } : { mark };
+  }
+  if (view.used.has(ip) || view.answers[ip] === 'do-not-release') return { reason: 'agent-do-not-release' };
+  if (mark.state === 'marked-for-release' && view.answers[ip] === 'ready-for-release') {
+    return { mark: { ...mark, state: 'ready-for-release' }, reason: 'agent-ready' };
+  }
+  if (mark.state === 'ready-for-release' && !view.pool.has(ip)) {
+    return { mark: { ...mark, state: 'released' }, reason: 'left-pool' };
+  }
+  if (mark.state === 'marked-for-release' && !view.leaving.has(ip) && !view.pool.has(ip)) {
+    return { reason: 'no-longer-excess' };
+  }
+  return { mark };
 }
 
 function excessSetOf(

@@ -1,11 +1,17 @@
-import { agentDemandOf } from './agent-protocol.ts';
+import { agentDemandOf, agentProtocolOf } from './agent-protocol.ts';
 import { computePoolDemand } from './allocation-plan.ts';
+import {
+  planCidrRelease,
+  tombstoneDurationMs,
+  tombstonedCidrs,
+  withoutTombstoned,
+} from './cidr-release-plan.ts';
 import type { CiliumNode } from './ciliumnode.ts';
 import { jsonEqual } from './json-equal.ts';
 import { knobsFromCiliumNode } from './knobs.ts';
 import type { EniState, InstanceLimits, NodeKnobs, NodeRecord } from './model.ts';
 import type { AttachedEniSummary, ClusterInstance } from './ports.ts';
-import { planRelease } from './release-plan.ts';
+import { excludedPoolIps, planRelease } from './release-plan.ts';
 
 /**
  * What the scheduled sweep does with each node. Pure. The sweep reads every node at once (one
@@ -64,6 +70,8 @@ export interface NodeSweepInputs {
   readonly releaseEnabled?: boolean;
   /** cilium `--excess-ip-release-delay`, in milliseconds. */
   readonly releaseDelayMs?: number;
+  /** How long a CIDR released from a multi-pool node is tombstoned; default `tombstoneDurationMs`. */
+  readonly tombstoneMs?: number;
 }
 
 /**
@@ -84,7 +92,8 @@ export function decideNodeSweep(inputs: NodeSweepInputs): NodeSweepDecision {
     release,
   });
   if (record.lease) return reconcile('expired-lease');
-  if (hasDrifted(record.enis, inputs.cluster.attachedEnis, nowEpochMs, inputs.consistencyGraceMs)) {
+  const observed = withoutTombstoned(inputs.cluster.attachedEnis, tombstonedCidrs(record));
+  if (hasDrifted(record.enis, observed, nowEpochMs, inputs.consistencyGraceMs)) {
     return reconcile('drift');
   }
   const agentDemand = agentDemandOf(inputs.ciliumNode);
@@ -111,7 +120,26 @@ export function decideNodeSweep(inputs: NodeSweepInputs): NodeSweepDecision {
  */
 function releaseHasWork(record: NodeRecord, knobs: NodeKnobs, inputs: NodeSweepInputs): boolean {
   const releaseEnabled = inputs.releaseEnabled ?? false;
-  if (!releaseEnabled && Object.keys(record.excessMarks ?? {}).length === 0) return false;
+  if (
+    record.cidrReleases !== undefined ||
+    (releaseEnabled && agentProtocolOf(inputs.ciliumNode) === 'multi-pool')
+  ) {
+    const cidrPlan = planCidrRelease({
+      record: { ...record, enis: withoutTombstoned(record.enis, tombstonedCidrs(record)) },
+      ciliumNode: inputs.ciliumNode,
+      knobs,
+      releaseEnabled,
+      releaseDelayMs: inputs.releaseDelayMs ?? 0,
+      tombstoneMs: inputs.tombstoneMs ?? tombstoneDurationMs(inputs.consistencyGraceMs),
+      nowEpochMs: inputs.nowEpochMs,
+    });
+    if (cidrPlan.kind !== 'none') return true;
+  }
+  const idle =
+    !releaseEnabled &&
+    Object.keys(record.excessMarks ?? {}).length === 0 &&
+    excludedPoolIps(record.enis, knobs, inputs.ciliumNode).size === 0;
+  if (idle) return false;
   const plan = planRelease({
     record,
     ciliumNode: inputs.ciliumNode,

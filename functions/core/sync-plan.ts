@@ -1,4 +1,5 @@
-import { agentProtocolOf } from './agent-protocol.ts';
+import { agentProtocolOf, allocatedCidrs } from './agent-protocol.ts';
+import { withheldCidrs } from './cidr-release-plan.ts';
 import {
   type AllocationMap,
   CILIUM_API_GROUP,
@@ -118,8 +119,17 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): Sy
   if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale-record' };
   const claimed = applied === record.version;
 
-  const wantedEnis = desiredStatusEnis(record);
-  const wantedPool = desiredPool(record, usedIps(cn));
+  // CIDRs on their way out of a multi-pool node, except those the agent lists in `allocated` in
+  // THIS version: the patches below test its resourceVersion, so a CIDR leaves status only from a
+  // version in which the agent does not hold it (and then it can no longer reclaim it).
+  const allocated = allocatedCidrs(cn);
+  const withheld = new Set([...withheldCidrs(record)].filter((cidr) => !allocated.has(cidr)));
+  const wantedEnis = desiredStatusEnis(record, withheld);
+  const wantedPool = desiredPool(record, usedIps(cn), {
+    withheld,
+    currentPool: Object.keys(cn.spec?.ipam?.pool ?? {}),
+    multiPool: agentProtocolOf(cn) === 'multi-pool',
+  });
   const currentPool: AllocationMap = cn.spec?.ipam?.pool ?? {};
   const currentEnis: Record<string, CiliumEni> = cn.status?.eni?.enis ?? {};
 

@@ -8,6 +8,7 @@ import { retryWhileNotFound, type Sleep } from '../aws/ec2-retry.ts';
 import { ENI_TAG_KEYS, isOurs, tagsForNewEni } from '../aws/eni-tags.ts';
 import { type AgentDemand, agentDemandOf } from '../core/agent-protocol.ts';
 import { type AllocationPlan, computePoolDemand, planAllocation } from '../core/allocation-plan.ts';
+import { tombstonedCidrs, withoutTombstoned } from '../core/cidr-release-plan.ts';
 import { eniClientToken } from '../core/client-token.ts';
 import { isClusterMember, nodeNameFor } from '../core/cluster-membership.ts';
 import { nextFreeIndexAfter } from '../core/device-index.ts';
@@ -15,6 +16,7 @@ import { VersionConflictError } from '../core/errors.ts';
 import { ADDRESSES_PER_IPV4_PREFIX } from '../core/ip-math.ts';
 import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
 import type {
+  CidrRelease,
   EniState,
   InstanceLimits,
   InstanceView,
@@ -192,7 +194,14 @@ async function allocateOnce(
     log.info('another invocation holds the node; backing off', { instanceId, lease: record?.lease });
     return { kind: 'busy', leaseHolder: record?.lease?.holder ?? '' };
   }
-  let enis = mergeObservedEnis(record?.enis ?? [], observedEnis, deps.clock(), settings.consistencyGraceMs);
+  // A CIDR released from a multi-pool node stays tombstoned for a while: a Describe still listing it lags.
+  const tombstoned = tombstonedCidrs(record);
+  let enis = withoutTombstoned(
+    mergeObservedEnis(record?.enis ?? [], observedEnis, deps.clock(), settings.consistencyGraceMs),
+    tombstoned,
+  );
+  /** Tombstoned CIDRs EC2 just assigned to us again (the response is proof): their tombstones go. */
+  const reassigned = new Set<string>();
   const protocolTransition = transitionOf(record?.agentProtocol, observation.demand);
   if (protocolTransition) {
     log.info('agent IPAM protocol changed', {
@@ -216,6 +225,7 @@ async function allocateOnce(
     knobs: observation.knobs,
     prefixDelegation: demandFor(observation, enis, settings).prefixDelegation,
     ...(observation.demand ? { agentProtocol: observation.demand.protocol } : {}),
+    ...(reassigned.size > 0 ? { cidrReleases: withoutEntries(record?.cidrReleases, reassigned) } : {}),
     ...(blocked ? { lastError: blocked } : {}),
     ...(lease
       ? { lease: { holder: deps.invocationId, expiresAtEpochMs: deps.clock() + settings.leaseDurationMs } }
@@ -276,6 +286,9 @@ async function allocateOnce(
           deps,
         );
         if (assigned) {
+          for (const cidr of [...assigned.ips.map((ip) => `${ip}/32`), ...assigned.prefixes]) {
+            if (tombstoned.has(cidr)) reassigned.add(cidr);
+          }
           enis = withEni(enis, assigned.eni);
           actions.push(`assign:${plan.eniId}:${assigned.count}`);
         }
@@ -448,7 +461,9 @@ async function assignToEni(
   observation: Observation,
   refusals: SubnetRefusals,
   deps: AllocationDependencies,
-): Promise<{ eni: EniState; count: number } | undefined> {
+): Promise<
+  { eni: EniState; count: number; ips: readonly string[]; prefixes: readonly string[] } | undefined
+> {
   const eni = enis.find((candidate) => candidate.id === plan.eniId);
   if (!eni) throw new Error(`planned ENI ${plan.eniId} is not attached to ${observation.instance.id}`);
   const request =
@@ -477,6 +492,8 @@ async function assignToEni(
       lastMutatedAtEpochMs: deps.clock(),
     },
     count,
+    ips: assigned.ips,
+    prefixes: assigned.prefixes,
   };
 }
 
@@ -663,6 +680,13 @@ function consumeSubnetAddresses(subnets: SubnetView[], subnetId: string, address
   if (subnet) {
     subnets[index] = { ...subnet, availableAddresses: Math.max(subnet.availableAddresses - addresses, 0) };
   }
+}
+
+function withoutEntries(
+  releases: Readonly<Record<string, CidrRelease>> | undefined,
+  cidrs: ReadonlySet<string>,
+): Record<string, CidrRelease> {
+  return Object.fromEntries(Object.entries(releases ?? {}).filter(([cidr]) => !cidrs.has(cidr)));
 }
 
 function union(existing: readonly string[], added: readonly string[]): string[] {

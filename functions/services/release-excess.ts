@@ -1,6 +1,7 @@
 import type { CiliumNode } from '../core/ciliumnode.ts';
 import { isClusterMember } from '../core/cluster-membership.ts';
 import { VersionConflictError } from '../core/errors.ts';
+import { expandCidr } from '../core/ip-math.ts';
 import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
 import type { EniState, ExcessMark, InstanceView, NodeRecord } from '../core/model.ts';
 import {
@@ -11,12 +12,14 @@ import {
 } from '../core/node-record.ts';
 import {
   enisAfterUnassign,
+  isMultiPoolNode,
   marksAfterUnassign,
   planRelease,
   type ReleasePlan,
   type Unassignment,
 } from '../core/release-plan.ts';
 import type { AllocationDependencies } from './allocate-node.ts';
+import { releaseMultiPoolCidrs } from './release-cidrs.ts';
 
 /**
  * Excess-IP release for one node: observe (EC2, the record, the CiliumNode), plan the handshake
@@ -33,6 +36,8 @@ import type { AllocationDependencies } from './allocate-node.ts';
 export interface ReleaseSettings {
   readonly enabled: boolean;
   readonly delayMs: number;
+  /** How long a CIDR released from a multi-pool node is tombstoned; default `tombstoneDurationMs`. */
+  readonly tombstoneMs?: number;
 }
 
 export interface ReleaseDependencies extends AllocationDependencies {
@@ -119,6 +124,20 @@ async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promi
     nowEpochMs: deps.clock(),
   });
   const changes = countChanges(plan);
+  if (plan.kind === 'none' && (isMultiPoolNode(trusted) || record.cidrReleases !== undefined)) {
+    // A multi-pool node (or one that just left that protocol) releases by CIDR, once no handshake
+    // is left to abandon.
+    const outcome = await releaseMultiPoolCidrs(instance, deps);
+    if (outcome.kind === 'busy') return { kind: 'busy', leaseHolder: '' };
+    return {
+      kind: 'reconciled',
+      plan:
+        outcome.releasedCidrs.length > 0 ? 'unassign' : outcome.kind === 'updated' ? 'update-marks' : 'none',
+      recordVersion: (await store.get(instanceId))?.version ?? record.version,
+      releasedIps: outcome.releasedCidrs.flatMap((cidr) => expandCidr(cidr)),
+      changes: outcome.changes,
+    };
+  }
   if (plan.kind === 'none') {
     return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps: [], changes };
   }

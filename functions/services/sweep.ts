@@ -80,6 +80,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
         consistencyGraceMs: settings.consistencyGraceMs,
         releaseEnabled: release.enabled,
         releaseDelayMs: release.delayMs,
+        ...(release.tombstoneMs !== undefined ? { tombstoneMs: release.tombstoneMs } : {}),
       });
       return { instanceId: listed.instance.id, instance: listed.instance, decision };
     });

@@ -1,8 +1,16 @@
 import { ENI_TAG_KEYS, isOurs } from '../../functions/aws/eni-tags.ts';
+import { agentProtocolOf } from '../../functions/core/agent-protocol.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { RECORD_VERSION_ANNOTATION } from '../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../functions/core/ciliumnode-render.ts';
-import { checkRightNode, checkStatusCoversSpec } from '../../functions/core/invariants.ts';
+import {
+  checkAllocatedNotWithdrawn,
+  checkEniEntriesComplete,
+  checkMultiPoolReleaseIps,
+  checkPoolRemovalsHandshaken,
+  checkRightNode,
+  checkStatusCoversSpec,
+} from '../../functions/core/invariants.ts';
 import { usedIps } from '../../functions/core/knobs.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import type { LocalCloud } from '../local-cloud/index.ts';
@@ -43,14 +51,29 @@ export async function checkRun({ cloud, clusterName, instances }: CheckContext):
     const record = records.get(instanceId);
     const nodeName = record?.nodeName ?? instance?.privateDnsName ?? instanceId;
     let publishedVersion = 0;
+    let previous: CiliumNode | undefined;
     const used = new Map<string, string>();
     for (const entry of cloud.k8s.history(nodeName)) {
       if (entry.type === 'DELETED') continue;
       const version = entry.object as unknown as CiliumNode;
       const where = `${nodeName} rv ${entry.resourceVersion}`;
-      for (const violation of [...checkStatusCoversSpec(version), ...checkRightNode(version, instanceId)]) {
+      const pairs =
+        previous === undefined
+          ? []
+          : [
+              ...checkPoolRemovalsHandshaken(previous, version),
+              ...checkAllocatedNotWithdrawn(previous, version),
+            ];
+      for (const violation of [
+        ...checkStatusCoversSpec(version),
+        ...checkEniEntriesComplete(version),
+        ...checkRightNode(version, instanceId),
+        ...checkMultiPoolReleaseIps(version),
+        ...pairs,
+      ]) {
         failures.push(`${violation.invariant}: ${where}: ${violation.message}`);
       }
+      previous = version;
       // Invariant 2: the record version a CiliumNode carries never goes down (no agent here wipes it).
       const annotation = version.metadata.annotations?.[RECORD_VERSION_ANNOTATION];
       if (annotation !== undefined) {
@@ -154,7 +177,12 @@ function readiness(cloud: LocalCloud, instanceId: string, record: NodeRecord): s
     problems.push(`no CiliumNode ${record.nodeName}`);
   } else {
     const pool = Object.keys(ciliumNode.spec?.ipam?.pool ?? {}).sort();
-    const expectedPool = Object.keys(desiredPool(record, usedIps(ciliumNode))).sort();
+    const expectedPool = Object.keys(
+      desiredPool(record, usedIps(ciliumNode), {
+        currentPool: Object.keys(ciliumNode.spec?.ipam?.pool ?? {}),
+        multiPool: agentProtocolOf(ciliumNode) === 'multi-pool',
+      }),
+    ).sort();
     if (pool.length === 0) problems.push('pool is empty');
     if (pool.join() !== expectedPool.join()) {
       problems.push(`pool has ${pool.length} IPs, record v${record.version} says ${expectedPool.length}`);

@@ -48,7 +48,7 @@ const CLOCK_ADVANCE_MS = 11 * 60_000;
 /** Lambda's async retry waits (1 and 2 minutes) become 1 and 2 seconds. */
 const TIME_SCALE = 60;
 const SETTLE_TIMEOUT_MS = 45_000;
-const SWEEP_ROUNDS = 3;
+const SWEEP_ROUNDS = 4;
 /** Containers per function (the sweep's reserved concurrency of 1 still applies). */
 const CONTAINERS_PER_FUNCTION = 3;
 
@@ -296,6 +296,8 @@ export async function runChaos(
     for (let round = 0; round < SWEEP_ROUNDS; round++) {
       await withTimeout(cloud.fireSchedules(), SETTLE_TIMEOUT_MS, 'schedule firing');
       await settle(cloud, `settling after schedule round ${round + 1}`);
+      // The agents' next status refresh: they answer the release handshake.
+      for (const nodeName of nodeNames.keys()) answerReleaseHandshake(k8s, nodeName);
     }
     for (const [prefix, event] of [
       ['Sweep', { task: 'sweep' }],
@@ -440,6 +442,39 @@ async function reportUsedIps(k8s: K8sEmulator, nodeName: string, count: number):
     } catch (error) {
       if (!(error instanceof ApiError && error.code === 409)) throw error;
     }
+  }
+}
+
+/**
+ * The 1.19 agent's answers in `status.ipam.release-ips` (cilium `pkg/ipam/crd.go`): every
+ * `marked-for-release` IP becomes `ready-for-release` when it is in the pool and not in
+ * `status.ipam.used`, else `do-not-release`; a `released` entry is deleted once the IP is out of
+ * the pool. One status update; a conflict leaves it to the next refresh.
+ */
+function answerReleaseHandshake(k8s: K8sEmulator, nodeName: string): void {
+  const current = k8s.store.get(nodeName);
+  const status = current?.status as { ipam?: Record<string, unknown> } | undefined;
+  const answers = { ...((status?.ipam?.['release-ips'] ?? {}) as Record<string, string>) };
+  if (current === undefined || Object.keys(answers).length === 0) return;
+  const pool = ((current.spec as { ipam?: { pool?: Record<string, unknown> } } | undefined)?.ipam?.pool ??
+    {}) as Record<string, unknown>;
+  const used = (status?.ipam?.used ?? {}) as Record<string, unknown>;
+  for (const [ip, state] of Object.entries(answers)) {
+    if (state === 'released' && !Object.hasOwn(pool, ip)) delete answers[ip];
+    if (state === 'marked-for-release') {
+      answers[ip] =
+        Object.hasOwn(pool, ip) && !Object.hasOwn(used, ip) ? 'ready-for-release' : 'do-not-release';
+    }
+  }
+  try {
+    k8s.store.update(
+      nodeName,
+      { ...current, status: { ...current.status, ipam: { ...status?.ipam, 'release-ips': answers } } },
+      'status',
+      'update',
+    );
+  } catch (error) {
+    if (!(error instanceof ApiError && error.code === 409)) throw error;
   }
 }
 

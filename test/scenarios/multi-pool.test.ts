@@ -1,12 +1,17 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { agentProtocolOf } from '../../functions/core/agent-protocol.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
+import {
+  checkAllocatedNotWithdrawn,
+  checkPoolRemovalsHandshaken,
+  checkStatusCoversSpec,
+} from '../../functions/core/invariants.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { sweep } from '../../functions/services/sweep.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
-import { observeAsAgent } from '../support/cilium-agent-model.ts';
+import { CrdAgentDriver, observeAsAgent } from '../support/cilium-agent-model.ts';
 import {
   expectMultiPoolInvariants,
   type MultiPoolAgent,
@@ -77,6 +82,7 @@ async function runPods(
   agent: MultiPoolAgent,
   pods: readonly string[],
   maxCycles: number,
+  next: (instance: InstanceRecord, agent: MultiPoolAgent) => Promise<void> = cycle,
 ): Promise<{ cycles: number; failures: string[] }> {
   const waiting = [...pods];
   const failures: string[] = [];
@@ -87,7 +93,7 @@ async function runPods(
       if ('ip' in result) waiting.splice(waiting.indexOf(pod), 1);
       else failures.push(result.error);
     }
-    await cycle(instance, agent);
+    await next(instance, agent);
     cycles++;
   }
   expect(waiting, 'pods without an IP').toEqual([]);
@@ -207,5 +213,206 @@ describe('a 1.19 and a 1.20 node side by side', () => {
     expect(agent.model.problems).toEqual([]);
     expectInUseIpsOnEc2(current, agent);
     expectMultiPoolInvariants(harness, current, agent.writtenVersions);
+  });
+});
+
+describe('release after demand falls (excess release on)', () => {
+  const RELEASE_DELAY_MS = 180_000;
+
+  async function sweepCycle(instance: InstanceRecord, agent: MultiPoolAgent): Promise<void> {
+    harness.clock.advance(60_000);
+    await agent.driver.tick(harness.clock.now());
+    const summary = await sweep({
+      ...harness.sweepDependencies(),
+      release: { enabled: true, delayMs: RELEASE_DELAY_MS },
+    });
+    expect(summary.failed).toEqual([]);
+    await syncNode(instance.instanceId, syncDependencies(harness));
+    await agent.driver.observe();
+    expectInUseIpsOnEc2(instance, agent);
+  }
+
+  function ec2SecondaryIps(instance: InstanceRecord): number {
+    return harness.ec2.state
+      .networkInterfaces({ instanceId: instance.instanceId })
+      .reduce((sum, eni) => sum + eni.secondaryPrivateIpAddresses.length, 0);
+  }
+
+  it('releases what the agent dropped from allocated, after the delay, withdrawn from status first; never a CIDR in allocated', async () => {
+    const instance = harness.launch('m5.xlarge');
+    await harness.createCiliumNode(instance, { ipam: { 'pre-allocate': 4 } });
+    const agent = startMultiPoolAgent(harness, instance);
+    await sweepCycle(instance, agent);
+    const pods = Array.from({ length: 20 }, (_, index) => `pod-${index + 1}`);
+    for (let batch = 0; batch < 4; batch++) {
+      await runPods(instance, agent, pods.slice(batch * 5, batch * 5 + 5), 4, sweepCycle);
+    }
+    await sweepCycle(instance, agent);
+    expect(agent.model.inUseIps()).toHaveLength(20);
+    expect(ec2SecondaryIps(instance)).toBe(24);
+
+    // 15 pods go: the agent keeps pending + P = 4 free and drops the rest from `allocated`.
+    for (const pod of pods.slice(5)) agent.model.release(pod);
+    const unassignsBefore = harness.ec2.calls.count('UnassignPrivateIpAddresses');
+    await sweepCycle(instance, agent);
+    await sweepCycle(instance, agent);
+    expect(harness.ec2.calls.count('UnassignPrivateIpAddresses'), 'nothing before the delay').toBe(
+      unassignsBefore,
+    );
+    for (let round = 0; round < 5; round++) await sweepCycle(instance, agent);
+
+    expect(ec2SecondaryIps(instance)).toBe(5 + 4);
+    const node = await ciliumNodeOf(instance);
+    expect(node.status?.ipam?.['release-ips'] ?? {}).toEqual({});
+    const record = await harness.table.store.get(instance.instanceId);
+    expect(Object.values(record?.cidrReleases ?? {}).every((entry) => entry.state === 'released')).toBe(true);
+    expect(Object.keys(record?.cidrReleases ?? {})).toHaveLength(15);
+    // Pods come back: the allocator assigns again, the agent allocates from what it is given.
+    await runPods(instance, agent, pods.slice(5), 4, sweepCycle);
+    expect(agent.model.inUseIps()).toHaveLength(20);
+    expect(agent.model.problems).toEqual([]);
+    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+  });
+});
+
+describe('a 1.19 node whose ENI becomes excluded (first-interface-index 0 → 1 after eth0 was filled)', () => {
+  it('takes the unused IPs of eth0 out of the pool through the release handshake, keeps the used ones, and never unassigns them', async () => {
+    const instance = harness.launch('m5.large');
+    // No CiliumNode yet: the stack defaults (first-interface-index 0) fill eth0.
+    await allocateNode(instance.instanceId, harness.dependencies());
+    await syncNode(instance.instanceId, syncDependencies(harness));
+    const agent = new CrdAgentDriver(harness.ciliumNodes, instance.privateDnsName);
+    const eth0Ips = Object.keys((await ciliumNodeOf(instance)).spec?.ipam?.pool ?? {});
+    expect(eth0Ips).toHaveLength(8);
+    // The agent starts allocating from that pool, then registers its knobs.
+    await agent.allocate('pod-a');
+    await agent.allocate('pod-b');
+    await agent.refresh();
+    const registered = await ciliumNodeOf(instance);
+    await harness.ciliumNodes.patchMain(instance.privateDnsName, [
+      { op: 'test', path: '/metadata/resourceVersion', value: registered.metadata.resourceVersion },
+      { op: 'add', path: '/spec/eni', value: { 'first-interface-index': 1 } },
+    ]);
+
+    const unassignsBefore = harness.ec2.calls.count('UnassignPrivateIpAddresses');
+    for (let round = 0; round < 6; round++) {
+      harness.clock.advance(60_000);
+      const summary = await sweep(harness.sweepDependencies());
+      expect(summary.failed).toEqual([]);
+      await syncNode(instance.instanceId, syncDependencies(harness));
+      await agent.refresh();
+      // The agent keeps allocating throughout; it must never be handed an IP that is leaving.
+      if (round === 1) await agent.allocate('pod-c');
+    }
+    await agent.refresh();
+
+    const node = await ciliumNodeOf(instance);
+    const pool = node.spec?.ipam?.pool ?? {};
+    const eth0Left = eth0Ips.filter((ip) => pool[ip] !== undefined);
+    expect(eth0Left.sort()).toEqual(
+      agent
+        .usedIps()
+        .filter((ip) => eth0Ips.includes(ip))
+        .sort(),
+    );
+    expect(node.status?.ipam?.['release-ips'] ?? {}).toEqual({});
+    expect(harness.ec2.calls.count('UnassignPrivateIpAddresses'), 'excluded ENIs are never touched').toBe(
+      unassignsBefore,
+    );
+    const record = await harness.table.store.get(instance.instanceId);
+    expect(record?.excessMarks ?? {}).toEqual({});
+    // Every pool removal went through the handshake, at every version.
+    const history = harness.k8s
+      .history(instance.privateDnsName)
+      .map((entry) => entry.object as unknown as CiliumNode);
+    for (let index = 1; index < history.length; index++) {
+      expect(
+        checkPoolRemovalsHandshaken(history[index - 1] as CiliumNode, history[index] as CiliumNode),
+      ).toEqual([]);
+      expect(checkStatusCoversSpec(history[index] as CiliumNode)).toEqual([]);
+    }
+    expect(observeAsAgent(node).accepted).toBe(true);
+  });
+});
+
+describe('upgrade in place from 1.19 to 1.20, and the downgrade back', () => {
+  it('keeps every pod IP through both transitions; the record, the logs and the sweep follow the protocol', async () => {
+    const instance = harness.launch('m5.large');
+    await harness.createCiliumNode(instance, { eni: { 'first-interface-index': 1 } });
+    const crdAgent = new CrdAgentDriver(harness.ciliumNodes, instance.privateDnsName);
+    const sweepRound = async () => {
+      harness.clock.advance(60_000);
+      const summary = await sweep({
+        ...harness.sweepDependencies(),
+        release: { enabled: true, delayMs: 180_000 },
+      });
+      expect(summary.failed).toEqual([]);
+      await syncNode(instance.instanceId, syncDependencies(harness));
+    };
+    await sweepRound();
+    for (const pod of ['pod-1', 'pod-2', 'pod-3']) expect(await crdAgent.allocate(pod)).toBeDefined();
+    await crdAgent.refresh();
+    await sweepRound();
+    expect((await harness.table.store.get(instance.instanceId))?.agentProtocol).toBe('crd');
+    const podIps = new Map(crdAgent.usedIps().map((ip, index) => [`pod-${index + 1}`, ip]));
+
+    // Upgrade: the 1.20 agent restores the endpoints from what status lists, then takes over.
+    const agent = startMultiPoolAgent(harness, instance);
+    await agent.driver.observe();
+    for (const [pod, ip] of podIps) agent.model.restore(pod, ip);
+    await agent.driver.tick(harness.clock.now());
+    expect(agentProtocolOf(await ciliumNodeOf(instance))).toBe('multi-pool');
+    await sweepRound();
+    await agent.driver.tick(harness.clock.now());
+    expect((await harness.table.store.get(instance.instanceId))?.agentProtocol).toBe('multi-pool');
+    await runPods(instance, agent, ['pod-4', 'pod-5'], 4, async () => {
+      await agent.driver.tick(harness.clock.now());
+      await sweepRound();
+      await agent.driver.observe();
+    });
+    for (let round = 0; round < 5; round++) {
+      await agent.driver.tick(harness.clock.now());
+      await sweepRound();
+      await agent.driver.observe();
+      expectInUseIpsOnEc2(instance, agent);
+    }
+    expect(agent.model.problems).toEqual([]);
+
+    // Downgrade: a 1.19 agent restores the same endpoints; it needs them in the dual-written pool.
+    const endpoints = agent.model.endpoints();
+    const pool = (await ciliumNodeOf(instance)).spec?.ipam?.pool ?? {};
+    for (const [pod, ip] of endpoints) expect(pool[ip], `${pod}'s ${ip} in spec.ipam.pool`).toBeDefined();
+    const downgraded = new CrdAgentDriver(harness.ciliumNodes, instance.privateDnsName);
+    downgraded.restore(endpoints);
+    await downgraded.refresh();
+    expect(agentProtocolOf(await ciliumNodeOf(instance))).toBe('crd');
+    for (let round = 0; round < 5; round++) {
+      await sweepRound();
+      await downgraded.refresh();
+    }
+    expect((await harness.table.store.get(instance.instanceId))?.agentProtocol).toBe('crd');
+    const transitions = harness.logs
+      .filter((entry) => entry.message === 'agent IPAM protocol changed')
+      .map((entry) => `${entry.fields?.from}->${entry.fields?.to}`);
+    expect(transitions).toEqual(['none->crd', 'crd->multi-pool', 'multi-pool->crd']);
+    const assigned = new Set(
+      harness.ec2.state
+        .networkInterfaces({ instanceId: instance.instanceId })
+        .flatMap((eni) => eni.secondaryPrivateIpAddresses),
+    );
+    const finalPool = (await ciliumNodeOf(instance)).spec?.ipam?.pool ?? {};
+    for (const [pod, ip] of endpoints) {
+      expect(assigned.has(ip), `${pod}'s ${ip} still on EC2`).toBe(true);
+      expect(finalPool[ip], `${pod}'s ${ip} still in the pool`).toBeDefined();
+    }
+    const history = harness.k8s
+      .history(instance.privateDnsName)
+      .map((entry) => entry.object as unknown as CiliumNode);
+    for (let index = 1; index < history.length; index++) {
+      const [before, after] = [history[index - 1] as CiliumNode, history[index] as CiliumNode];
+      expect(checkStatusCoversSpec(after)).toEqual([]);
+      expect(checkAllocatedNotWithdrawn(before, after)).toEqual([]);
+      expect(checkPoolRemovalsHandshaken(before, after)).toEqual([]);
+    }
   });
 });

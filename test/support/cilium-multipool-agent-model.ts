@@ -1,4 +1,4 @@
-import type { CiliumEni, CiliumNode } from '../../functions/core/ciliumnode.ts';
+import type { CiliumEni, CiliumNode, JsonPatchOperation } from '../../functions/core/ciliumnode.ts';
 import { cidrContains, expandCidr, isIpv4Address, parseCidr } from '../../functions/core/ip-math.ts';
 
 /**
@@ -88,11 +88,37 @@ export class MultiPoolAgentModel {
     return this.fail(owner, nowMs, 'all CIDR ranges are exhausted');
   }
 
+  /**
+   * Endpoint restore after the agent (re)starts (cilium `AllocateIPWithoutSyncUpstream`): the IP
+   * must lie in a current CIDR, else the restore of that endpoint fails, which is a problem.
+   */
+  restore(owner: string, ip: string): void {
+    const pool = this.pools.find(
+      (candidate) => isIpv4Cidr(candidate.cidr) && cidrContains(candidate.cidr, ip),
+    );
+    if (pool === undefined) {
+      this.problems.push(`Failed to re-allocate IP of endpoint ${owner}: IP ${ip} not in range of any CIDR`);
+      return;
+    }
+    pool.used.add(ip);
+    this.owners.set(owner, ip);
+  }
+
+  /** Owner to IP, for a downgraded agent to restore. */
+  endpoints(): Map<string, string> {
+    return new Map(this.owners);
+  }
+
   release(owner: string): void {
     const ip = this.owners.get(owner);
     if (ip === undefined) return;
     this.owners.delete(owner);
     for (const pool of this.pools) pool.used.delete(ip);
+  }
+
+  /** The IP `owner` holds, if any. */
+  ipOf(owner: string): string | undefined {
+    return this.owners.get(owner);
   }
 
   inUseIps(): string[] {
@@ -297,8 +323,8 @@ function comparePrefixOrder(left: string, right: string): number {
 /** The CiliumNode calls the driver makes; the scenario harness passes its real client-node adapter. */
 export interface AgentCiliumNodeApi {
   get(name: string): Promise<CiliumNode | undefined>;
-  patchMain(name: string, operations: { op: string; path: string; value?: unknown }[]): Promise<CiliumNode>;
-  patchStatus(name: string, operations: { op: string; path: string; value?: unknown }[]): Promise<CiliumNode>;
+  patchMain(name: string, operations: readonly JsonPatchOperation[]): Promise<CiliumNode>;
+  patchStatus(name: string, operations: readonly JsonPatchOperation[]): Promise<CiliumNode>;
 }
 
 /**

@@ -227,11 +227,31 @@ describe('planSyncStep scenarios', () => {
       knobs: { ...nodeRecordFixture().knobs, firstInterfaceIndex: 1 },
     });
     converge(excluding, server);
+    // The unused eth0 IPs the pool still offers stay until the handshake takes them out (an agent
+    // allocating right now must not lose them); nothing new of eth0 is added.
+    expect(Object.keys(server.get()?.spec?.ipam?.pool ?? {}).sort()).toEqual([
+      '10.0.16.11',
+      '10.0.16.12',
+      '10.0.16.13',
+      '10.0.17.11',
+      '10.0.17.12',
+    ]);
+    const handshaken = recordAt(3, [eth0WithIps, eniFixture(1, 2)], {
+      knobs: { ...nodeRecordFixture().knobs, firstInterfaceIndex: 1 },
+      excessMarks: {
+        '10.0.16.12': { sinceEpochMs: 1, state: 'ready-for-release', cause: 'excluded-eni' },
+        '10.0.16.13': { sinceEpochMs: 1, state: 'ready-for-release', cause: 'excluded-eni' },
+      },
+    });
+    converge(handshaken, server);
     expect(Object.keys(server.get()?.spec?.ipam?.pool ?? {}).sort()).toEqual([
       '10.0.16.11',
       '10.0.17.11',
       '10.0.17.12',
     ]);
+    // Once out of the pool, the mark's end does not bring them back.
+    converge(recordAt(4, [eth0WithIps, eniFixture(1, 2)], { knobs: handshaken.knobs }), server);
+    expect(Object.keys(server.get()?.spec?.ipam?.pool ?? {})).not.toContain('10.0.16.12');
   });
 
   it('release handshake: ready IPs leave the pool first (claim), then status says released', () => {

@@ -1,0 +1,172 @@
+import {
+  type CidrReleasePlan,
+  type CidrUnassignment,
+  cidrsOf,
+  planCidrRelease,
+  releasesAfterUnassign,
+  tombstoneDurationMs,
+  tombstonedCidrs,
+  unassignmentStillWanted,
+  withoutTombstoned,
+} from '../core/cidr-release-plan.ts';
+import type { CiliumNode } from '../core/ciliumnode.ts';
+import { VersionConflictError } from '../core/errors.ts';
+import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
+import type { CidrRelease, EniState, InstanceView, NodeRecord } from '../core/model.ts';
+import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
+import { enisAfterUnassign } from '../core/release-plan.ts';
+import type { ReleaseDependencies } from './release-excess.ts';
+
+/**
+ * Release for one multi-pool (1.20) node: observe (EC2, the record, the CiliumNode), plan with
+ * `planCidrRelease`, and for CIDRs the sync has already withdrawn from status re-read the
+ * CiliumNode immediately before each UnassignPrivateIpAddresses (the agent may have taken a CIDR
+ * back at the last moment), then record what EC2 confirmed with a conditional write. The same
+ * lease discipline as the handshake release: the node is claimed before the first EC2 mutation.
+ */
+
+export interface CidrReleaseOutcome {
+  readonly kind: 'none' | 'updated' | 'busy';
+  readonly releasedCidrs: readonly string[];
+  readonly changes: Readonly<Record<string, number>>;
+}
+
+const MAX_RECORD_CONFLICT_RETRIES = 3;
+
+export async function releaseMultiPoolCidrs(
+  instance: InstanceView,
+  deps: ReleaseDependencies,
+): Promise<CidrReleaseOutcome> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await releaseCidrsOnce(instance, deps);
+    } catch (error) {
+      if (!(error instanceof VersionConflictError) || attempt >= MAX_RECORD_CONFLICT_RETRIES) throw error;
+      if (isLeasedByOther(error.current, deps.invocationId, deps.clock())) {
+        return { kind: 'busy', releasedCidrs: [], changes: {} };
+      }
+    }
+  }
+}
+
+async function releaseCidrsOnce(
+  instance: InstanceView,
+  deps: ReleaseDependencies,
+): Promise<CidrReleaseOutcome> {
+  const { store, ec2, settings, log } = deps;
+  const record = await store.get(instance.id);
+  if (record?.lifecycle !== 'active') return { kind: 'none', releasedCidrs: [], changes: {} };
+  if (isLeasedByOther(record, deps.invocationId, deps.clock()))
+    return { kind: 'busy', releasedCidrs: [], changes: {} };
+  const [ciliumNode, observedEnis] = await Promise.all([
+    deps.ciliumNodes.get(record.nodeName).then((node) => trusted(node, instance.id)),
+    ec2.describeAttachedEnis(instance.id, record.vpc.id),
+  ]);
+  const merged = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);
+  let enis = withoutTombstoned(merged, tombstonedCidrs(record));
+  const plan = planCidrRelease({
+    record: { enis, ...(record.cidrReleases ? { cidrReleases: record.cidrReleases } : {}) },
+    ciliumNode,
+    knobs: knobsFromCiliumNode(ciliumNode, settings.defaultKnobs),
+    releaseEnabled: deps.release.enabled,
+    releaseDelayMs: deps.release.delayMs,
+    tombstoneMs: deps.release.tombstoneMs ?? tombstoneDurationMs(settings.consistencyGraceMs),
+    nowEpochMs: deps.clock(),
+  });
+  if (plan.kind === 'none') return { kind: 'none', releasedCidrs: [], changes: {} };
+  const changes = countChanges(plan);
+  let current = record;
+  const write = async (releases: Readonly<Record<string, CidrRelease>>, lease: boolean) => {
+    const next = withReleases(
+      nextNodeRecord(current, contentOf(current, instance, enis, lease, deps), deps.clock()),
+      releases,
+    );
+    await store.put(next, current.version);
+    current = next;
+  };
+  if (plan.unassignments.length === 0) {
+    await write(plan.releases, false);
+    log.info('multi-pool release advanced', { instanceId: instance.id, changes });
+    return { kind: 'updated', releasedCidrs: [], changes };
+  }
+
+  await write(record.cidrReleases ?? {}, true); // the claim, conditional on the version we read
+  const confirmed: CidrUnassignment[] = [];
+  let failure: unknown;
+  for (const unassignment of plan.unassignments) {
+    // The re-check right before the EC2 call, on a fresh read (cilium re-checks its marks there).
+    const fresh = trusted(await deps.ciliumNodes.get(record.nodeName), instance.id);
+    if (!unassignmentStillWanted(unassignment, fresh)) {
+      log.info('a CIDR to release is wanted again; not releasing it', {
+        instanceId: instance.id,
+        ...unassignment,
+      });
+      continue;
+    }
+    try {
+      await ec2.unassignIps(unassignment.eniId, { ips: unassignment.ips, prefixes: unassignment.prefixes });
+      confirmed.push(unassignment);
+    } catch (error) {
+      failure = error;
+      break;
+    }
+  }
+  enis = enisAfterUnassign(enis, confirmed.map(asUnassignment), deps.clock());
+  const releases = releasesAfterUnassign(
+    plan,
+    record.cidrReleases ?? {},
+    new Set(confirmed.map((done) => done.eniId)),
+  );
+  await write(releases, false);
+  const releasedCidrs = confirmed.flatMap(cidrsOf);
+  if (failure !== undefined) throw failure;
+  log.info('multi-pool CIDRs released', { instanceId: instance.id, releasedCidrs, changes });
+  return { kind: 'updated', releasedCidrs, changes };
+}
+
+function asUnassignment(unassignment: CidrUnassignment) {
+  return { ...unassignment, addresses: [] };
+}
+
+function contentOf(
+  record: NodeRecord,
+  instance: InstanceView,
+  enis: readonly EniState[],
+  lease: boolean,
+  deps: ReleaseDependencies,
+) {
+  return {
+    instance,
+    nodeName: record.nodeName,
+    vpc: record.vpc,
+    enis,
+    knobs: record.knobs,
+    prefixDelegation: record.prefixDelegation,
+    ...(record.lastError ? { lastError: record.lastError } : {}),
+    ...(lease
+      ? {
+          lease: {
+            holder: deps.invocationId,
+            expiresAtEpochMs: deps.clock() + deps.settings.leaseDurationMs,
+          },
+        }
+      : {}),
+  };
+}
+
+function withReleases(record: NodeRecord, releases: Readonly<Record<string, CidrRelease>>): NodeRecord {
+  const { cidrReleases: _replaced, ...rest } = record;
+  return Object.keys(releases).length > 0 ? { ...rest, cidrReleases: releases } : rest;
+}
+
+function trusted(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
+  if (!node) return undefined;
+  const owner = instanceIdOfCiliumNode(node);
+  return owner === undefined || owner === instanceId ? node : undefined;
+}
+
+function countChanges(plan: Extract<CidrReleasePlan, { kind: 'update' }>): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const change of plan.changes) counts[change.reason] = (counts[change.reason] ?? 0) + 1;
+  return counts;
+}
