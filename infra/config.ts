@@ -17,7 +17,13 @@ export interface StackConfig {
   readonly excessIpReleaseDelaySeconds: number;
   readonly eniTags: Readonly<Record<string, string>>;
   readonly nodeNaming: 'private-dns-name' | 'instance-id';
-  readonly kubernetesAccess: 'eks-access-entry' | 'none';
+  /**
+   * How the function roles become Kubernetes identities: `access-entry` (EKS access entries; the
+   * cluster's authentication mode is API or API_AND_CONFIG_MAP), `aws-auth` (CONFIG_MAP mode: no
+   * access entries; the stack outputs the role ARNs and the `mapRoles` entries to add), or `none`
+   * (the local cloud only: the functions read KUBECONFIG; a deploy is refused).
+   */
+  readonly kubernetesAccess: 'access-entry' | 'aws-auth' | 'none';
   readonly kubernetesGroup: string;
   /** The EKS API endpoint and CA bundle (base64), for IAM-token access; required with eks-access-entry. */
   readonly eksEndpoint: string;
@@ -27,6 +33,24 @@ export interface StackConfig {
   readonly eniGarbageCollectionGraceMinutes: number;
   readonly retiredRecordRetentionDays: number;
   readonly logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+  /** The AWS account and region the stack deploys to; the region defaults to the endpoint's. */
+  readonly account?: string;
+  readonly region?: string;
+  /**
+   * Subnets and security groups that put the functions talking to the API server in the cluster
+   * VPC (a private or CIDR-restricted endpoint); both or neither. None: the functions run outside
+   * any VPC and reach a public endpoint.
+   */
+  readonly vpcSubnetIds?: readonly string[];
+  readonly vpcSecurityGroupIds?: readonly string[];
+  /** The cilium version the cluster runs (`major.minor`); the hand-over needs 1.18 or newer. */
+  readonly ciliumVersion: string;
+  /**
+   * Deployed but allocating nothing (the hand-over from cilium-operator, and the rollback to it):
+   * the functions run and observe (the sweep counts what it would reconcile), but no ENI, IP,
+   * record or CiliumNode is written.
+   */
+  readonly paused: boolean;
   /** An SNS topic every alarm of the stack notifies (alarm and OK); none when absent. */
   readonly alarmTopicArn?: string;
   /**
@@ -83,6 +107,12 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
   };
   const optional = <T>(key: string, read: (key: string) => T): T | undefined =>
     get(key) === undefined || get(key) === null || get(key) === '' ? undefined : read(key);
+  const idList = (key: string, pattern: RegExp, hint: string): string[] => {
+    const list = stringList(key);
+    const wrong = list.filter((item) => !pattern.test(item));
+    if (wrong.length > 0) problems.push(`${PREFIX}${key}: expected ${hint}, got ${JSON.stringify(wrong)}`);
+    return list;
+  };
   const stringList = (key: string): string[] => {
     const raw = get(key);
     const value = typeof raw === 'string' ? raw.split(',').map((part) => part.trim()) : raw;
@@ -127,7 +157,7 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
     excessIpReleaseDelaySeconds: count('excessIpReleaseDelaySeconds', 0, 86_400),
     eniTags: tagMap('eniTags'),
     nodeNaming: oneOf('nodeNaming', ['private-dns-name', 'instance-id'] as const),
-    kubernetesAccess: oneOf('kubernetesAccess', ['eks-access-entry', 'none'] as const),
+    kubernetesAccess: oneOf('kubernetesAccess', ['access-entry', 'aws-auth', 'none'] as const),
     kubernetesGroup: text(
       'kubernetesGroup',
       /^(?!system:)[a-z0-9][a-z0-9:._-]{0,62}$/,
@@ -145,8 +175,29 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
     ),
     sweepReservedConcurrency: optional('sweepReservedConcurrency', (key) => count(key, 1, 1_000)),
     allocateReservedConcurrency: optional('allocateReservedConcurrency', (key) => count(key, 1, 10_000)),
+    account: optional('account', (key) => text(key, /^\d{12}$/, 'a 12-digit AWS account id')),
+    region: optional('region', (key) => text(key, /^[a-z]{2}(-[a-z]+)+-\d$/, 'an AWS region')),
+    vpcSubnetIds: optional('vpcSubnetIds', (key) => idList(key, /^subnet-[0-9a-f]{8,17}$/, 'subnet ids')),
+    vpcSecurityGroupIds: optional('vpcSecurityGroupIds', (key) =>
+      idList(key, /^sg-[0-9a-f]{8,17}$/, 'security group ids'),
+    ),
+    paused: get('paused') === undefined ? false : flag('paused'),
+    ciliumVersion: text(
+      'ciliumVersion',
+      /^(\d+\.\d+|set-me)$/,
+      'the cilium version as major.minor, e.g. 1.18',
+    ),
   };
-  if (config.kubernetesAccess === 'eks-access-entry') {
+  if ((config.vpcSubnetIds === undefined) !== (config.vpcSecurityGroupIds === undefined)) {
+    problems.push(`${PREFIX}vpcSubnetIds and ${PREFIX}vpcSecurityGroupIds: set both or neither`);
+  }
+  if (isOlderThan(config.ciliumVersion, MINIMUM_CILIUM_VERSION)) {
+    problems.push(
+      `${PREFIX}ciliumVersion: cilium ${config.ciliumVersion} is not supported: cilium-operator skips a CiliumNode ` +
+        `annotated ${'ipam.cilium.io/ignore'} only from ${MINIMUM_CILIUM_VERSION}, so before it both allocators would act on every node; upgrade cilium first`,
+    );
+  }
+  if (config.kubernetesAccess !== 'none') {
     const endpoint = text('eksEndpoint', /^https:\/\/[^\s]+$/, 'the https:// endpoint of the EKS API server');
     const authority = text(
       'eksCertificateAuthorityData',
@@ -154,11 +205,34 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
       'the base64 CA bundle of the cluster',
     );
     Object.assign(config, { eksEndpoint: endpoint, eksCertificateAuthorityData: authority });
+    const endpointRegion = regionOfEksEndpoint(endpoint);
+    if (config.region !== undefined && endpointRegion !== undefined && config.region !== endpointRegion) {
+      problems.push(
+        `${PREFIX}region: ${config.region} is not the region of ${PREFIX}eksEndpoint (${endpointRegion}): the stack must be in the cluster's region`,
+      );
+    }
+    config.region ??= endpointRegion;
   }
   if (problems.length > 0) {
     throw new StackConfigError(`invalid stack configuration:\n  ${problems.join('\n  ')}`);
   }
   return config;
+}
+
+/** The first cilium version whose operator honours `ipam.cilium.io/ignore` (commit fd768ac40d, 1.18.0). */
+export const MINIMUM_CILIUM_VERSION = '1.18';
+
+function isOlderThan(version: string, minimum: string): boolean {
+  const parse = (text: string) => text.split('.').map(Number) as [number, number];
+  if (!/^\d+\.\d+$/.test(version)) return false;
+  const [major, minor] = parse(version);
+  const [minMajor, minMinor] = parse(minimum);
+  return major < minMajor || (major === minMajor && minor < minMinor);
+}
+
+/** `https://<id>.<x>.<region>.eks.amazonaws.com` names its region; anything else names none. */
+export function regionOfEksEndpoint(endpoint: string): string | undefined {
+  return /^https:\/\/[^/]+\.([a-z]{2}(?:-[a-z]+)+-\d)\.eks\.amazonaws\.com(?:\.cn)?\/?$/.exec(endpoint)?.[1];
 }
 
 function safeJson(text: string): unknown {

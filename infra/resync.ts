@@ -3,14 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
-import { STACK_NAME } from './build-app.ts';
+import { stackNameFor } from './build-app.ts';
 
 /**
- * `npm run resync -- --instance i-… | --all [--local] [--function-name NAME] [--outputs FILE]`
+ * `npm run resync -- --instance i-… | --all [--cluster NAME] [--local] [--function-name NAME] [--outputs FILE]`
  *
  * Invokes the sync function with `{"instanceId":"i-…"}` or `{"all":true}` and prints what it did.
  * The function name comes from `--function-name`, else from the outputs file `cdk deploy
- * --outputs-file cdk-outputs.json` wrote (output `SyncFunctionName`). `--local` invokes the sync
+ * --outputs-file cdk-outputs.json` wrote (output `SyncFunctionName` of stack
+ * `ServerlessEniIpam-<cluster>`; `--cluster` picks it when the file holds several clusters' stacks). `--local` invokes the sync
  * function of a running `npm start` instead, through its local Lambda API.
  */
 
@@ -31,6 +32,7 @@ export function parseResyncArgs(argv: readonly string[]): {
   payload: { instanceId: string } | { all: true };
   local: boolean;
   functionName?: string;
+  cluster?: string;
   outputsFile: string;
 } {
   const { values } = parseArgs({
@@ -40,6 +42,7 @@ export function parseResyncArgs(argv: readonly string[]): {
       all: { type: 'boolean', default: false },
       local: { type: 'boolean', default: false },
       'function-name': { type: 'string' },
+      cluster: { type: 'string' },
       outputs: { type: 'string', default: 'cdk-outputs.json' },
     },
     strict: true,
@@ -54,6 +57,7 @@ export function parseResyncArgs(argv: readonly string[]): {
     payload: values.instance !== undefined ? { instanceId: values.instance } : { all: true },
     local: values.local,
     ...(values['function-name'] ? { functionName: values['function-name'] } : {}),
+    ...(values.cluster ? { cluster: values.cluster } : {}),
     outputsFile: values.outputs,
   };
 }
@@ -78,12 +82,16 @@ export function resolveTarget(options: ReturnType<typeof parseResyncArgs>): Resy
     };
   }
   return {
-    functionName: options.functionName ?? syncFunctionFromOutputs(options.outputsFile),
+    functionName: options.functionName ?? syncFunctionFromOutputs(options.outputsFile, options.cluster),
     client: new LambdaClient({}),
   };
 }
 
-function syncFunctionFromOutputs(outputsFile: string): string {
+/**
+ * The sync function named in a `cdk deploy --outputs-file` file: of the stack of `cluster`, or of
+ * the only serverless-eni-ipam stack in the file.
+ */
+export function syncFunctionFromOutputs(outputsFile: string, cluster?: string): string {
   let outputs: Record<string, Record<string, string>>;
   try {
     outputs = JSON.parse(readFileSync(outputsFile, 'utf8'));
@@ -92,8 +100,15 @@ function syncFunctionFromOutputs(outputsFile: string): string {
       `cannot read ${outputsFile}: deploy with \`npx cdk deploy --outputs-file ${outputsFile}\`, or pass --function-name`,
     );
   }
-  const name = outputs[STACK_NAME]?.SyncFunctionName;
-  if (!name) throw new Error(`${outputsFile} has no ${STACK_NAME}.SyncFunctionName output`);
+  const stacks = Object.keys(outputs).filter((stack) => outputs[stack]?.SyncFunctionName !== undefined);
+  const stack = cluster !== undefined ? stackNameFor(cluster) : stacks.length === 1 ? stacks[0] : undefined;
+  if (stack === undefined) {
+    throw new Error(
+      `${outputsFile} holds ${stacks.length === 0 ? 'no' : 'several'} serverless-eni-ipam stacks (${stacks.join(', ')}): pass --cluster NAME`,
+    );
+  }
+  const name = outputs[stack]?.SyncFunctionName;
+  if (!name) throw new Error(`${outputsFile} has no ${stack}.SyncFunctionName output`);
   return name;
 }
 

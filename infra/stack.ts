@@ -1,6 +1,5 @@
 import { Aspects, CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
-import * as eks from 'aws-cdk-lib/aws-eks';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -12,8 +11,11 @@ import type { Construct } from 'constructs';
 import { EC2_SPOT_INTERRUPTION_DETAIL_TYPE, EC2_STATE_CHANGE_DETAIL_TYPE } from '../functions/core/events.ts';
 import { emfAlarm, RouteAlarmsToTopic } from './alarm-routing.ts';
 import type { StackConfig } from './config.ts';
+import { placeholderMessage, placeholdersLeft, refuseDeployUnless } from './deployability.ts';
 import { grantEniManagement } from './ec2-permissions.ts';
+import { placeInVpc } from './function-vpc.ts';
 import { IpamFunction } from './ipam-function.ts';
+import { grantKubernetesIdentities } from './kubernetes-access.ts';
 import { NodeTable } from './node-table.ts';
 
 export interface EniIpamStackProps extends StackProps {
@@ -47,8 +49,10 @@ export class EniIpamStack extends Stack {
     this.metricsNamespace = `ServerlessEniIpam/${config.clusterName}`;
     const metricsNamespace = this.metricsNamespace;
 
+    // Both EKS modes authenticate the same way (an IAM token for the function's role); only how
+    // the role is mapped to Kubernetes groups differs. `none` (local cloud) reads KUBECONFIG.
     const kubernetesEnvironment: Record<string, string> =
-      config.kubernetesAccess === 'eks-access-entry'
+      config.kubernetesAccess !== 'none'
         ? {
             EKS_CLUSTER_NAME: config.clusterName,
             EKS_ENDPOINT: config.eksEndpoint,
@@ -71,6 +75,7 @@ export class EniIpamStack extends Stack {
       DEFAULT_MAX_ALLOCATE: String(config.maxAllocate),
       DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
       DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
+      PAUSED: String(config.paused),
       ...kubernetesEnvironment,
     };
 
@@ -106,7 +111,12 @@ export class EniIpamStack extends Stack {
       handlerFolder: 'sync',
       description: 'Writes one consistent node-record version to the CiliumNode: status first, then spec',
       timeout: Duration.minutes(2),
-      environment: { TABLE_NAME: table.tableName, NODE_NAMING: config.nodeNaming, ...kubernetesEnvironment },
+      environment: {
+        TABLE_NAME: table.tableName,
+        NODE_NAMING: config.nodeNaming,
+        PAUSED: String(config.paused),
+        ...kubernetesEnvironment,
+      },
       logLevel: config.logLevel,
       metricsNamespace,
     });
@@ -125,7 +135,23 @@ export class EniIpamStack extends Stack {
     this.scheduleSweeps(config);
     this.connectStreamToSync();
     this.parkFailedInvocations();
-    if (config.kubernetesAccess === 'eks-access-entry') this.grantKubernetesAccess(config);
+    // The functions that talk to the API server (garbage collection only talks to EC2 and DynamoDB).
+    const kubernetesClients = [this.allocateFunction, this.sweepFunction, this.syncFunction];
+    if (config.vpcSubnetIds && config.vpcSecurityGroupIds) {
+      for (const client of kubernetesClients) {
+        placeInVpc(client, { subnetIds: config.vpcSubnetIds, securityGroupIds: config.vpcSecurityGroupIds });
+      }
+    }
+    grantKubernetesIdentities(
+      this,
+      config,
+      kubernetesClients.map((client) => ({
+        name: client.node.id,
+        role: client.role,
+        groups: [config.kubernetesGroup],
+      })),
+    );
+    refuseDeployUnless(this, deployProblems(config));
     this.addAlarms(config);
     if (config.alarmTopicArn) Aspects.of(this).add(new RouteAlarmsToTopic(config.alarmTopicArn));
 
@@ -249,21 +275,6 @@ export class EniIpamStack extends Stack {
     }
   }
 
-  private grantKubernetesAccess(config: StackConfig): void {
-    for (const [id, fn] of [
-      ['AllocateAccess', this.allocateFunction],
-      ['SweepAccess', this.sweepFunction],
-      ['SyncAccess', this.syncFunction],
-    ] as const) {
-      new eks.CfnAccessEntry(this, id, {
-        clusterName: config.clusterName,
-        principalArn: fn.role.roleArn,
-        type: 'STANDARD',
-        kubernetesGroups: [config.kubernetesGroup],
-      });
-    }
-  }
-
   private addAlarms(config: StackConfig): void {
     for (const queue of this.deadLetterQueues) {
       new cloudwatch.Alarm(this, `${queue.node.id}NotEmpty`, {
@@ -338,4 +349,27 @@ export class EniIpamStack extends Stack {
 
 function grantNodeRecordAccess(role: iam.IRole, tableArn: string, actions: string[]): void {
   role.addToPrincipalPolicy(new iam.PolicyStatement({ sid: 'NodeTable', actions, resources: [tableArn] }));
+}
+
+/** What makes this configuration undeployable; offline synthesis of it still works (the local cloud). */
+function deployProblems(config: StackConfig): string[] {
+  const problems: string[] = [];
+  const placeholders = placeholdersLeft({
+    'eni-ipam:vpcId': config.vpcId,
+    'eni-ipam:eksEndpoint': config.eksEndpoint,
+    'eni-ipam:eksCertificateAuthorityData': config.eksCertificateAuthorityData,
+  });
+  if (placeholders.length > 0) problems.push(placeholderMessage(config.clusterName, placeholders));
+  if (config.ciliumVersion === 'set-me') {
+    problems.push(
+      "set eni-ipam:ciliumVersion to the cluster's cilium version, major.minor (kubectl -n kube-system get deployment cilium-operator -o jsonpath='{..image}')",
+    );
+  }
+  if (config.kubernetesAccess === 'none') {
+    problems.push(
+      'eni-ipam:kubernetesAccess none is for the local cloud only (the functions would have no way to reach the cluster): use access-entry or aws-auth (aws eks describe-cluster --name ' +
+        `${config.clusterName} --query cluster.accessConfig.authenticationMode)`,
+    );
+  }
+  return problems;
 }

@@ -11,4 +11,11 @@ export const nodeTableSchema = {
   timeToLiveAttribute: 'expiresAtEpochSeconds',
   /** The optimistic-concurrency counter every write is conditional on. */
   versionAttribute: 'version',
+  /**
+   * The record layout a writer used. Every write stamps `recordSchemaVersion`; a reader refuses an
+   * item with a higher one (a newer release wrote it), so an older function never reads a record it
+   * would drop fields of and write back. Items without it are version 1 (the first layout).
+   */
+  schemaVersionAttribute: 'schemaVersion',
+  recordSchemaVersion: 1,
 } as const;

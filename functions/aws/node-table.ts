@@ -7,13 +7,27 @@ import {
   ScanCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { VersionConflictError } from '../core/errors.ts';
+import { NewerRecordSchemaError, VersionConflictError } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
 import type { NodeRecordStore } from '../core/ports.ts';
 import { nodeTableSchema } from './node-table-schema.ts';
 
 const KEY = nodeTableSchema.partitionKey.name;
 const VERSION = nodeTableSchema.versionAttribute;
+const SCHEMA_VERSION = nodeTableSchema.schemaVersionAttribute;
+const RECORD_SCHEMA_VERSION = nodeTableSchema.recordSchemaVersion;
+
+/**
+ * An item as a record: refuses one a newer release wrote (`NewerRecordSchemaError`), and strips
+ * the schema stamp, which is the adapter's business, not the model's.
+ */
+function recordOf(item: Record<string, unknown>): NodeRecord {
+  const { [SCHEMA_VERSION]: schemaVersion = 1, ...record } = item;
+  if (typeof schemaVersion !== 'number' || schemaVersion > RECORD_SCHEMA_VERSION) {
+    throw new NewerRecordSchemaError(String(item[KEY]), Number(schemaVersion), RECORD_SCHEMA_VERSION);
+  }
+  return record as unknown as NodeRecord;
+}
 
 /**
  * The node table over DynamoDB. Every write is a conditional Put on the version read (or on the
@@ -37,7 +51,7 @@ export class DynamoNodeRecordStore implements NodeRecordStore {
     const result = await this.documents.send(
       new GetCommand({ TableName: this.tableName, Key: { [KEY]: instanceId }, ConsistentRead: true }),
     );
-    return result.Item as NodeRecord | undefined;
+    return result.Item ? recordOf(result.Item) : undefined;
   }
 
   async put(record: NodeRecord, expectedVersion: number | undefined): Promise<void> {
@@ -54,15 +68,20 @@ export class DynamoNodeRecordStore implements NodeRecordStore {
       expectedVersion === undefined
         ? { ConditionExpression: 'attribute_not_exists(#key)', ExpressionAttributeNames: { '#key': KEY } }
         : {
-            ConditionExpression: '#version = :expectedVersion',
-            ExpressionAttributeNames: { '#version': VERSION },
-            ExpressionAttributeValues: { ':expectedVersion': expectedVersion },
+            // Never over a record of a newer schema (a newer release wrote it since our read).
+            ConditionExpression:
+              '#version = :expectedVersion AND (attribute_not_exists(#schema) OR #schema <= :schema)',
+            ExpressionAttributeNames: { '#version': VERSION, '#schema': SCHEMA_VERSION },
+            ExpressionAttributeValues: {
+              ':expectedVersion': expectedVersion,
+              ':schema': RECORD_SCHEMA_VERSION,
+            },
           };
     try {
       await this.documents.send(
         new PutCommand({
           TableName: this.tableName,
-          Item: record,
+          Item: { ...record, [SCHEMA_VERSION]: RECORD_SCHEMA_VERSION },
           ...condition,
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
@@ -70,7 +89,7 @@ export class DynamoNodeRecordStore implements NodeRecordStore {
     } catch (error) {
       if (error instanceof ConditionalCheckFailedException) {
         // The old item comes back as raw AttributeValues, even through the document client.
-        const current = error.Item ? (unmarshall(error.Item) as NodeRecord) : undefined;
+        const current = error.Item ? recordOf(unmarshall(error.Item)) : undefined;
         throw new VersionConflictError(record.instanceId, expectedVersion, current, { cause: error });
       }
       throw error;
@@ -86,7 +105,7 @@ export class DynamoNodeRecordStore implements NodeRecordStore {
     );
     const lastKey = result.LastEvaluatedKey?.[KEY];
     return {
-      records: (result.Items ?? []) as NodeRecord[],
+      records: (result.Items ?? []).map(recordOf),
       ...(typeof lastKey === 'string' ? { nextPageToken: encodePageToken(lastKey) } : {}),
     };
   }

@@ -8,6 +8,24 @@
 /** The annotation holding the node-record version whose spec (and claim) the CiliumNode carries. */
 export const RECORD_VERSION_ANNOTATION = 'serverless-eni-ipam.io/record-version';
 
+/**
+ * The table generation (the node table's name) the record-version annotation counts in. A new or
+ * restored table starts its records at version 1 again: a version from another table says nothing
+ * about this one's, so the sync treats it as absent and claims the node afresh instead of waiting
+ * (forever) for this table's records to overtake the old count. Tables are never renamed and a
+ * restore always makes a new table, so the name identifies a table's version sequence. A CiliumNode
+ * with a version but no table (written before the table was named) counts as this table's.
+ */
+export const RECORD_TABLE_ANNOTATION = 'serverless-eni-ipam.io/record-table';
+
+/**
+ * cilium-operator (1.18 and newer) skips a CiliumNode carrying this annotation set to `true`
+ * (cilium `annotation.IPAMIgnore`, checked in `operator/cmd/cilium_node.go`): the sync sets it on
+ * every CiliumNode it creates and re-asserts it whenever it is missing, so the two allocators
+ * never both act on a node we serve.
+ */
+export const IPAM_IGNORE_ANNOTATION = 'ipam.cilium.io/ignore';
+
 export const CILIUM_API_GROUP = 'cilium.io';
 export const CILIUM_API_VERSION = 'v2';
 export const CILIUM_NODE_PLURAL = 'ciliumnodes';

@@ -34,3 +34,21 @@ export class VersionConflictError extends Error {
 export class ConfigurationError extends Error {
   override readonly name = 'ConfigurationError';
 }
+
+/**
+ * A node record was written by a newer release of serverless-eni-ipam (a higher schema version)
+ * than this function understands: reading on could drop fields the newer writer relies on, so the
+ * function refuses the record (and writes nothing) until every function runs the new release.
+ */
+export class NewerRecordSchemaError extends Error {
+  override readonly name = 'NewerRecordSchemaError';
+  constructor(
+    readonly instanceId: string,
+    readonly schemaVersion: number,
+    readonly understoodSchemaVersion: number,
+  ) {
+    super(
+      `node record ${instanceId} has schema version ${schemaVersion}; this function understands up to ${understoodSchemaVersion}: finish deploying the newer release`,
+    );
+  }
+}

@@ -7,8 +7,10 @@ import {
   CILIUM_NODE_KIND,
   type CiliumEni,
   type CiliumNode,
+  IPAM_IGNORE_ANNOTATION,
   type JsonPatchOperation,
   jsonPointerToken,
+  RECORD_TABLE_ANNOTATION,
   RECORD_VERSION_ANNOTATION,
   type ReleaseStatus,
 } from './ciliumnode.ts';
@@ -80,12 +82,18 @@ export type SyncWriteStep = Extract<SyncStep, { kind: 'create' | 'spec-claim' | 
 
 /**
  * The record version whose spec the CiliumNode carries, from its annotation; `undefined` when the
- * annotation is absent or not a non-negative integer (agents replace all annotations on restart).
+ * annotation is absent or not a non-negative integer (agents replace all annotations on restart),
+ * or when it counts in another table than `table` (see `RECORD_TABLE_ANNOTATION`).
  */
-export function appliedRecordVersion(cn: CiliumNode): number | undefined {
-  const text = cn.metadata.annotations?.[RECORD_VERSION_ANNOTATION];
+export function appliedRecordVersion(cn: CiliumNode, table?: string): number | undefined {
+  const annotations = cn.metadata.annotations;
+  const text = annotations?.[RECORD_VERSION_ANNOTATION];
+  const countedIn = annotations?.[RECORD_TABLE_ANNOTATION];
+  if (table !== undefined && countedIn !== undefined && countedIn !== table) return undefined;
   return text !== undefined && /^(0|[1-9][0-9]*)$/.test(text) ? Number(text) : undefined;
 }
+
+const isIgnoredByOperator = (cn: CiliumNode) => cn.metadata.annotations?.[IPAM_IGNORE_ANNOTATION] === 'true';
 
 /**
  * The next step, decided in this order:
@@ -93,19 +101,20 @@ export function appliedRecordVersion(cn: CiliumNode): number | undefined {
  * 2. unpublishable record (no node name, no VPC primary CIDR): refuse;
  * 3. no CiliumNode: `create`;
  * 4. the CiliumNode names another instance: refuse (invariant 6);
- * 5. annotation newer than the record: nothing (invariant 2, never backwards);
+ * 5. annotation newer than the record (in the same table): nothing (invariant 2, never backwards);
  * 6. something must be removed and this version has not claimed the node: `spec-claim`;
  * 7. status differs from its target: `status` (target = desired ∪ what the pool still references
  *    once claimed; current ∪ desired, grow only, before);
- * 8. pool or annotation differs: `spec` (pool = desired ∩ what the current status covers);
+ * 8. pool or annotations differ (record version and table, `ipam.cilium.io/ignore`): `spec`
+ *    (pool = desired ∩ what the current status covers);
  * 9. otherwise in sync.
  */
-export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): SyncStep {
+export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined, table?: string): SyncStep {
   if (record.lifecycle === 'retired') return { kind: 'none', reason: 'record-retired' };
   const problems = unpublishableRecordProblems(record);
   if (problems.length > 0)
     return { kind: 'refuse', reason: 'unpublishable-record', detail: problems.join('; ') };
-  if (cn === undefined) return { kind: 'create', object: initialCiliumNode(record) };
+  if (cn === undefined) return { kind: 'create', object: initialCiliumNode(record, table) };
 
   const owner = instanceIdOfCiliumNode(cn);
   if (owner !== undefined && owner !== record.instanceId) {
@@ -115,7 +124,7 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): Sy
       detail: `CiliumNode ${cn.metadata.name} belongs to ${owner}, not ${record.instanceId}`,
     };
   }
-  const applied = appliedRecordVersion(cn);
+  const applied = appliedRecordVersion(cn, table);
   if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale-record' };
   const claimed = applied === record.version;
 
@@ -139,7 +148,7 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): Sy
       const pool = poolIntersection(currentPool, wantedPool);
       return {
         kind: 'spec-claim',
-        patch: specPatch(cn, pool, record.version),
+        patch: specPatch(cn, pool, record.version, table),
         pool,
         removedFromPool,
         recordVersion: record.version,
@@ -178,10 +187,10 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): Sy
   }
 
   const targetPool = poolCoveredByStatus(wantedPool, currentEnis);
-  if (!claimed || !jsonEqual(targetPool, currentPool)) {
+  if (!claimed || !jsonEqual(targetPool, currentPool) || !isIgnoredByOperator(cn) || !tableNamed(cn, table)) {
     return {
       kind: 'spec',
-      patch: specPatch(cn, targetPool, record.version),
+      patch: specPatch(cn, targetPool, record.version, table),
       pool: targetPool,
       recordVersion: record.version,
     };
@@ -194,13 +203,17 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined): Sy
  * claim it), an empty pool (invariant 1 holds trivially) and the claim for this record version.
  * The agent later Gets it and Updates it; it keeps `spec.ipam.pool` on Update.
  */
-export function initialCiliumNode(record: NodeRecord): CiliumNode {
+export function initialCiliumNode(record: NodeRecord, table?: string): CiliumNode {
   return {
     apiVersion: `${CILIUM_API_GROUP}/${CILIUM_API_VERSION}`,
     kind: CILIUM_NODE_KIND,
     metadata: {
       name: record.nodeName,
-      annotations: { [RECORD_VERSION_ANNOTATION]: String(record.version) },
+      annotations: {
+        [RECORD_VERSION_ANNOTATION]: String(record.version),
+        ...(table === undefined ? {} : { [RECORD_TABLE_ANNOTATION]: table }),
+        [IPAM_IGNORE_ANNOTATION]: 'true',
+      },
     },
     spec: { 'instance-id': record.instanceId, ipam: { pool: {} } },
   };
@@ -356,11 +369,23 @@ function poolCoveredByStatus(wanted: AllocationMap, enis: Record<string, CiliumE
   return pool;
 }
 
-function specPatch(cn: CiliumNode, pool: AllocationMap, recordVersion: number): JsonPatchOperation[] {
+/** Whether the CiliumNode's record version counts in `table` by name (nothing to name without one). */
+function tableNamed(cn: CiliumNode, table: string | undefined): boolean {
+  return table === undefined || cn.metadata.annotations?.[RECORD_TABLE_ANNOTATION] === table;
+}
+
+function specPatch(
+  cn: CiliumNode,
+  pool: AllocationMap,
+  recordVersion: number,
+  table: string | undefined,
+): JsonPatchOperation[] {
   const builder = new PatchBuilder(cn);
-  if (appliedRecordVersion(cn) !== recordVersion) {
+  if (appliedRecordVersion(cn, table) !== recordVersion) {
     builder.set(['metadata', 'annotations', RECORD_VERSION_ANNOTATION], String(recordVersion));
   }
+  if (!tableNamed(cn, table)) builder.set(['metadata', 'annotations', RECORD_TABLE_ANNOTATION], table);
+  if (!isIgnoredByOperator(cn)) builder.set(['metadata', 'annotations', IPAM_IGNORE_ANNOTATION], 'true');
   builder.setMap(['spec', 'ipam', 'pool'], pool);
   return builder.operations;
 }

@@ -45,6 +45,7 @@ export function buildAllocationDependencies(
     consistencyGraceMs: environment.integer('CONSISTENCY_GRACE_SECONDS', 60) * 1000,
     maxRoundsPerInvocation: 32,
     maxAttachAttempts: 5,
+    paused: environment.boolean('PAUSED', false),
   };
   const ec2Client = createEc2Client();
   const ec2 = withInstanceLimitsCatalog(

@@ -66,6 +66,11 @@ export interface AllocationSettings {
   readonly maxRoundsPerInvocation: number;
   /** Attach attempts at successive device indexes after index conflicts (cilium: 5). */
   readonly maxAttachAttempts: number;
+  /**
+   * The stack is paused (`eni-ipam:paused`: the hand-over from cilium-operator, or the rollback to
+   * it): nothing is read or written for the node; the outcome says so. Default false.
+   */
+  readonly paused?: boolean;
 }
 
 export interface AllocationDependencies {
@@ -84,7 +89,7 @@ export interface AllocationDependencies {
 export type AllocationOutcome =
   | {
       readonly kind: 'ignored';
-      readonly reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'not-active';
+      readonly reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'not-active' | 'paused';
       readonly detail: string;
     }
   | { readonly kind: 'busy'; readonly leaseHolder: string }
@@ -129,6 +134,13 @@ export async function allocateNode(
   deps: AllocationDependencies,
   listedInstance?: InstanceView,
 ): Promise<AllocationOutcome> {
+  if (deps.settings.paused) {
+    return ignored(
+      'paused',
+      `the stack is paused; instance ${instanceId} is left to its current allocator`,
+      deps,
+    );
+  }
   for (let attempt = 1; ; attempt++) {
     try {
       return await allocateOnce(instanceId, deps, attempt === 1 ? listedInstance : undefined);
@@ -694,7 +706,7 @@ function union(existing: readonly string[], added: readonly string[]): string[] 
 }
 
 function ignored(
-  reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'not-active',
+  reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'not-active' | 'paused',
   detail: string,
   deps: AllocationDependencies,
 ): AllocationOutcome {

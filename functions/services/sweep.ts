@@ -87,7 +87,16 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
   for (const { decision } of decisions) {
     if (decision.kind === 'skip') skipped[decision.reason] = (skipped[decision.reason] ?? 0) + 1;
   }
-  const toReconcile = decisions.filter(({ decision }) => decision.kind === 'reconcile');
+  // Paused (the hand-over, the rollback): observe only. What would have been reconciled is counted
+  // (and logged) as skipped `paused`; nothing is allocated or released.
+  const wouldReconcile = decisions.filter(({ decision }) => decision.kind === 'reconcile');
+  if (settings.paused && wouldReconcile.length > 0) {
+    skipped.paused = wouldReconcile.length;
+    log.info('paused: nodes left to their current allocator', {
+      instanceIds: wouldReconcile.map(({ instanceId }) => instanceId),
+    });
+  }
+  const toReconcile = settings.paused ? [] : wouldReconcile;
   /** Runs one piece of a node's work; a failure is logged and listed, and the rest goes on. */
   const attempt = async (instanceId: string, reason: string, work: () => Promise<unknown>) => {
     try {

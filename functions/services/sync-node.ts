@@ -31,7 +31,8 @@ export type SyncOutcome =
   | 'refused-foreign'
   | 'refused-unpublishable'
   | 'no-record'
-  | 'retired';
+  | 'retired'
+  | 'paused';
 
 export interface SyncNodeSummary {
   readonly instanceId: string;
@@ -49,6 +50,13 @@ export interface SyncDependencies {
   readonly store: Pick<NodeRecordStore, 'get' | 'listPage'>;
   readonly ciliumNodes: CiliumNodePort;
   readonly log: Log;
+  /** The node table's name: the generation the record-version annotation counts in. */
+  readonly table?: string;
+  /**
+   * The stack is paused (the hand-over from cilium-operator, or the rollback to it): no CiliumNode
+   * is written, so the allocator that serves the nodes meanwhile is never contradicted.
+   */
+  readonly paused?: boolean;
   /**
    * Plan/write rounds per node before giving up with `SyncDidNotConvergeError`. Without contention a
    * sync needs at most 5 (create, claim, status, spec, confirm); the rest absorb lost races.
@@ -85,6 +93,7 @@ const UNREAD = Symbol('unread');
  */
 export async function syncNode(instanceId: string, deps: SyncDependencies): Promise<SyncNodeSummary> {
   const maxRounds = deps.maxRounds ?? DEFAULT_MAX_ROUNDS;
+  if (deps.paused) return finish({ instanceId, outcome: 'paused', writes: 0, conflicts: 0 }, deps);
   const initial = await deps.store.get(instanceId);
   if (initial === undefined)
     return finish({ instanceId, outcome: 'no-record', writes: 0, conflicts: 0 }, deps);
@@ -116,7 +125,7 @@ export async function syncNode(instanceId: string, deps: SyncDependencies): Prom
       record = undefined;
       continue;
     }
-    const step = planSyncStep(record, ciliumNode);
+    const step = planSyncStep(record, ciliumNode, deps.table);
     const summary = { ...base, recordVersion: record.version };
     switch (step.kind) {
       case 'none':

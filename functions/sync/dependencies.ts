@@ -14,7 +14,7 @@ export interface SyncFunctionDependencies extends SyncDependencies {
 
 /**
  * Builds the sync function's dependencies from its environment: `TABLE_NAME` (required),
- * `SYNC_CONCURRENCY` (default 8), and the Kubernetes connection (`KUBECONFIG`, else `EKS_*`, see
+ * `SYNC_CONCURRENCY` (default 8), `PAUSED` (default false), and the Kubernetes connection (`KUBECONFIG`, else `EKS_*`, see
  * `kubernetesConnectionFromEnv`). Throws `ConfigurationError` naming the first missing or malformed
  * variable, so a misconfigured function fails at cold start instead of on its first event.
  */
@@ -33,5 +33,7 @@ export function buildSyncDependencies(
     ciliumNodes: new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' }),
     log,
     concurrency,
+    table: tableName,
+    paused: environment.boolean('PAUSED', false),
   };
 }

@@ -35,19 +35,19 @@ export const LOCAL_SYNTH_CONTEXT = {
  * `outdir`. Takes a few seconds: the bundling is real.
  */
 export async function synthesizeStack(options: SynthesizeOptions = {}): Promise<SynthesizedStack> {
-  const [{ App }, { buildApp, cdkJsonContext, STACK_NAME }] = await Promise.all([
+  const [{ App }, { buildApp, cdkJsonContext }] = await Promise.all([
     import('aws-cdk-lib'),
     import('../../infra/build-app.ts'),
   ]);
   const outdir = options.outdir ?? mkdtempSync(join(tmpdir(), 'local-cloud-cdk-out-'));
-  const { app } = buildApp(
+  const { app, stack: construct } = buildApp(
     new App({ outdir, context: { ...cdkJsonContext(), ...LOCAL_SYNTH_CONTEXT, ...options.context } }),
   );
   const assembly = app.synth();
-  const stack = assembly.getStackByName(STACK_NAME);
+  const stack = assembly.getStackByName(construct.stackName);
   return {
     assemblyDirectory: assembly.directory,
-    stackName: STACK_NAME,
+    stackName: construct.stackName,
     template: stack.template as CloudFormationTemplate,
   };
 }

@@ -1,6 +1,9 @@
+import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { dynamoItemSizeBytes } from '../../../functions/aws/item-size.ts';
-import { VersionConflictError } from '../../../functions/core/errors.ts';
+import { nodeTableSchema } from '../../../functions/aws/node-table-schema.ts';
+import { NewerRecordSchemaError, VersionConflictError } from '../../../functions/core/errors.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 
@@ -20,6 +23,36 @@ describe('DynamoNodeRecordStore on DynamoDB Local', () => {
     const second = table.store.put({ ...record, version: 1 }, undefined);
     await expect(second).rejects.toBeInstanceOf(VersionConflictError);
     await expect(second).rejects.toMatchObject({ current: { version: 1 } });
+  });
+
+  it('stamps every write with the record schema version, and refuses a record of a newer schema', async () => {
+    // A table of its own: the newer record would fail the other tests' scans, as it should.
+    const table = await createTestNodeTable();
+    const record = nodeRecordFixture({ instanceId: 'i-00000000000000031' });
+    await table.store.put(record, undefined);
+    const raw = await table.client.send(
+      new GetItemCommand({ TableName: table.tableName, Key: marshall({ instanceId: record.instanceId }) }),
+    );
+    expect(raw.Item?.[nodeTableSchema.schemaVersionAttribute]).toEqual({
+      N: String(nodeTableSchema.recordSchemaVersion),
+    });
+    expect(await table.store.get(record.instanceId)).toEqual(record);
+
+    const newer = nodeRecordFixture({ instanceId: 'i-00000000000000032' });
+    await table.client.send(
+      new PutItemCommand({
+        TableName: table.tableName,
+        Item: marshall(
+          { ...newer, [nodeTableSchema.schemaVersionAttribute]: nodeTableSchema.recordSchemaVersion + 1 },
+          {
+            removeUndefinedValues: true,
+          },
+        ),
+      }),
+    );
+    await expect(table.store.get(newer.instanceId)).rejects.toBeInstanceOf(NewerRecordSchemaError);
+    await expect(table.store.put({ ...newer, version: 2 }, 1)).rejects.toThrow(/schema version 2/);
+    await expect(table.store.listPage()).rejects.toThrow(/finish deploying the newer release/);
   });
 
   it('answers undefined for an instance without a record', async () => {

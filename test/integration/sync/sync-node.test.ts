@@ -3,6 +3,7 @@ import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   type CiliumNode,
   type CiliumNodePort,
+  IPAM_IGNORE_ANNOTATION,
   RECORD_VERSION_ANNOTATION,
 } from '../../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumnode-render.ts';
@@ -79,7 +80,10 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
     const [created] = env.emulator.history(node.nodeName);
     expect(created?.verb).toBe('create');
     expect(created?.object.spec).toEqual({ 'instance-id': node.instanceId, ipam: { pool: {} } });
-    expect(created?.object.metadata.annotations).toEqual({ [RECORD_VERSION_ANNOTATION]: '1' });
+    expect(created?.object.metadata.annotations).toEqual({
+      [RECORD_VERSION_ANNOTATION]: '1',
+      [IPAM_IGNORE_ANNOTATION]: 'true',
+    });
     expectPublished(await current(), recordAt(1));
 
     const grown = recordAt(2, [eth0, eniFixture(1, 3), eniFixture(2, 5, { prefixes: ['10.0.18.32/28'] })]);

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { type CiliumNode, RECORD_VERSION_ANNOTATION } from '../../../functions/core/ciliumnode.ts';
+import {
+  type CiliumNode,
+  IPAM_IGNORE_ANNOTATION,
+  RECORD_VERSION_ANNOTATION,
+} from '../../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumnode-render.ts';
 import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
@@ -68,7 +72,10 @@ describe('planSyncStep scenarios', () => {
     expect(converge(record, server)).toEqual(['create', 'status', 'spec', 'none:in-sync']);
     const created = server.versions[0];
     expect(created?.spec).toEqual({ 'instance-id': instanceId, ipam: { pool: {} } });
-    expect(created?.metadata.annotations).toEqual({ [RECORD_VERSION_ANNOTATION]: '1' });
+    expect(created?.metadata.annotations).toEqual({
+      [RECORD_VERSION_ANNOTATION]: '1',
+      [IPAM_IGNORE_ANNOTATION]: 'true',
+    });
     expectPublished(server.get(), record);
   });
 
