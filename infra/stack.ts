@@ -15,7 +15,7 @@ import { placeholderMessage, placeholdersLeft, refuseDeployUnless } from './depl
 import { grantEniManagement } from './ec2-permissions.ts';
 import { placeInVpc } from './function-vpc.ts';
 import { IpamFunction } from './ipam-function.ts';
-import { grantKubernetesIdentities } from './kubernetes-access.ts';
+import { grantKubernetesIdentities } from './kubernetes-identities.ts';
 import { NodeTable } from './node-table.ts';
 
 export interface EniIpamStackProps extends StackProps {
