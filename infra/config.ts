@@ -51,6 +51,12 @@ export interface StackConfig {
    * record or CiliumNode is written.
    */
   readonly paused: boolean;
+  /**
+   * A table the stack uses instead of creating one (a point-in-time restore, or the table a
+   * destroyed stack left behind), with its stream (enable NEW_IMAGE on it first); both or neither.
+   */
+  readonly existingTableName?: string;
+  readonly existingTableStreamArn?: string;
   /** An SNS topic every alarm of the stack notifies (alarm and OK); none when absent. */
   readonly alarmTopicArn?: string;
   /**
@@ -182,12 +188,30 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
       idList(key, /^sg-[0-9a-f]{8,17}$/, 'security group ids'),
     ),
     paused: get('paused') === undefined ? false : flag('paused'),
+    existingTableName: optional('existingTableName', (key) =>
+      text(key, /^[A-Za-z0-9_.-]{3,255}$/, 'a DynamoDB table name'),
+    ),
+    existingTableStreamArn: optional('existingTableStreamArn', (key) =>
+      text(
+        key,
+        /^arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table\/[A-Za-z0-9_.-]{3,255}\/stream\/[0-9T:.-]+$/,
+        "the table's LatestStreamArn (aws dynamodb describe-table --query Table.LatestStreamArn)",
+      ),
+    ),
     ciliumVersion: text(
       'ciliumVersion',
       /^(\d+\.\d+|set-me)$/,
       'the cilium version as major.minor, e.g. 1.18',
     ),
   };
+  if ((config.existingTableName === undefined) !== (config.existingTableStreamArn === undefined)) {
+    problems.push(`${PREFIX}existingTableName and ${PREFIX}existingTableStreamArn: set both or neither`);
+  } else if (
+    config.existingTableStreamArn !== undefined &&
+    !config.existingTableStreamArn.includes(`:table/${config.existingTableName}/stream/`)
+  ) {
+    problems.push(`${PREFIX}existingTableStreamArn: not a stream of table ${config.existingTableName}`);
+  }
   if ((config.vpcSubnetIds === undefined) !== (config.vpcSecurityGroupIds === undefined)) {
     problems.push(`${PREFIX}vpcSubnetIds and ${PREFIX}vpcSecurityGroupIds: set both or neither`);
   }

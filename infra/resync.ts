@@ -82,16 +82,17 @@ export function resolveTarget(options: ReturnType<typeof parseResyncArgs>): Resy
     };
   }
   return {
-    functionName: options.functionName ?? syncFunctionFromOutputs(options.outputsFile, options.cluster),
+    functionName:
+      options.functionName ?? stackOutput(options.outputsFile, options.cluster, 'SyncFunctionName'),
     client: new LambdaClient({}),
   };
 }
 
 /**
- * The sync function named in a `cdk deploy --outputs-file` file: of the stack of `cluster`, or of
- * the only serverless-eni-ipam stack in the file.
+ * An output of a stack in a `cdk deploy --outputs-file` file: of the stack of `cluster`, or of the
+ * only serverless-eni-ipam stack in the file.
  */
-export function syncFunctionFromOutputs(outputsFile: string, cluster?: string): string {
+export function stackOutput(outputsFile: string, cluster: string | undefined, key: string): string {
   let outputs: Record<string, Record<string, string>>;
   try {
     outputs = JSON.parse(readFileSync(outputsFile, 'utf8'));
@@ -100,16 +101,16 @@ export function syncFunctionFromOutputs(outputsFile: string, cluster?: string): 
       `cannot read ${outputsFile}: deploy with \`npx cdk deploy --outputs-file ${outputsFile}\`, or pass --function-name`,
     );
   }
-  const stacks = Object.keys(outputs).filter((stack) => outputs[stack]?.SyncFunctionName !== undefined);
+  const stacks = Object.keys(outputs).filter((stack) => /^ServerlessEniIpam-/.test(stack));
   const stack = cluster !== undefined ? stackNameFor(cluster) : stacks.length === 1 ? stacks[0] : undefined;
   if (stack === undefined) {
     throw new Error(
       `${outputsFile} holds ${stacks.length === 0 ? 'no' : 'several'} serverless-eni-ipam stacks (${stacks.join(', ')}): pass --cluster NAME`,
     );
   }
-  const name = outputs[stack]?.SyncFunctionName;
-  if (!name) throw new Error(`${outputsFile} has no ${stack}.SyncFunctionName output`);
-  return name;
+  const value = outputs[stack]?.[key];
+  if (!value) throw new Error(`${outputsFile} has no ${stack}.${key} output`);
+  return value;
 }
 
 /** Invokes the sync function; returns its answer, or throws with the function's error. */

@@ -11,6 +11,7 @@ import type { Construct } from 'constructs';
 import { EC2_SPOT_INTERRUPTION_DETAIL_TYPE, EC2_STATE_CHANGE_DETAIL_TYPE } from '../functions/core/events.ts';
 import { emfAlarm, RouteAlarmsToTopic } from './alarm-routing.ts';
 import type { StackConfig } from './config.ts';
+import { addDashboard } from './dashboard.ts';
 import { placeholderMessage, placeholdersLeft, refuseDeployUnless } from './deployability.ts';
 import { grantEniManagement } from './ec2-permissions.ts';
 import { placeInVpc } from './function-vpc.ts';
@@ -44,7 +45,13 @@ export class EniIpamStack extends Stack {
   constructor(scope: Construct, id: string, props: EniIpamStackProps) {
     super(scope, id, props);
     const { config } = props;
-    this.nodeTable = new NodeTable(this, 'Nodes');
+    this.nodeTable = new NodeTable(
+      this,
+      'Nodes',
+      config.existingTableName && config.existingTableStreamArn
+        ? { tableName: config.existingTableName, streamArn: config.existingTableStreamArn }
+        : undefined,
+    );
     const table = this.nodeTable.table;
     this.metricsNamespace = `ServerlessEniIpam/${config.clusterName}`;
     const metricsNamespace = this.metricsNamespace;
@@ -154,6 +161,13 @@ export class EniIpamStack extends Stack {
     refuseDeployUnless(this, deployProblems(config));
     this.addAlarms(config);
     if (config.alarmTopicArn) Aspects.of(this).add(new RouteAlarmsToTopic(config.alarmTopicArn));
+    addDashboard(
+      this,
+      this.metricsNamespace,
+      this.node
+        .findAll()
+        .filter((construct): construct is cloudwatch.Alarm => construct instanceof cloudwatch.Alarm),
+    );
 
     new CfnOutput(this, 'NodeTableName', { value: table.tableName });
     new CfnOutput(this, 'SyncFunctionName', {

@@ -4,7 +4,7 @@ import { buildAllocationDependencies } from '../runtime/allocation-dependencies.
 import { createLog } from '../runtime/logger.ts';
 import { allocateEventMetrics, allocationMetrics, MetricsSink, retireMetrics } from '../runtime/metrics.ts';
 import { type AllocationOutcome, allocateNode } from '../services/allocate-node.ts';
-import { drainNode, type RetireOutcome, retireNode } from '../services/node-lifecycle.ts';
+import { drainNode, type RetireOutcome, reactivateNode, retireNode } from '../services/node-lifecycle.ts';
 
 const log = createLog('serverless-eni-ipam-allocate');
 const dependencies = buildAllocationDependencies(process.env, log);
@@ -18,8 +18,9 @@ export type AllocateResult =
   | { readonly status: 'drained'; readonly outcome: 'drained' | 'skipped' };
 
 /**
- * EC2 events. `running` allocates; `shutting-down` and `terminated` retire the node; a spot
- * interruption warning drains it (no new allocation). A malformed event is logged and answered,
+ * EC2 events. `running` allocates (serving a draining node again first); `shutting-down` and
+ * `terminated` retire the node; a spot interruption warning to `terminate` drains it (no new
+ * allocation), one to `stop` or `hibernate` changes nothing. A malformed event is logged and answered,
  * never thrown: EventBridge would only retry it. Transient failures throw, so EventBridge retries.
  * Every invocation, thrown or not, flushes its metrics as one EMF document: Powertools publishes
  * on its own only at 100 stored values, so without the flush a quiet function's points are lost.
@@ -48,6 +49,10 @@ async function handle(event: unknown, context: Pick<Context, 'awsRequestId'>): P
       log.warn('scheduled events go to the sweep function, not here');
       return { status: 'skipped', reason: 'scheduled event' };
     case 'spot-interruption':
+      if (parsed.action !== 'terminate') {
+        log.info('spot interruption without termination; the node stays served', { ...parsed });
+        return { status: 'skipped', reason: `spot interruption ${parsed.action}` };
+      }
       return { status: 'drained', outcome: await drainNode(parsed.instanceId, dependencies.lifecycle) };
     case 'state-change': {
       if (parsed.state === 'shutting-down' || parsed.state === 'terminated') {
@@ -60,10 +65,17 @@ async function handle(event: unknown, context: Pick<Context, 'awsRequestId'>): P
         log.info('no allocation work for this state', { instanceId: parsed.instanceId, state: parsed.state });
         return { status: 'skipped', reason: `state ${parsed.state}` };
       }
-      const outcome = await allocateNode(parsed.instanceId, {
-        ...dependencies,
-        invocationId: context.awsRequestId,
-      });
+      const allocate = () =>
+        allocateNode(parsed.instanceId, { ...dependencies, invocationId: context.awsRequestId });
+      let outcome = await allocate();
+      // Only a node that is not active pays for the reactivation check (a draining node running again).
+      if (
+        outcome.kind === 'ignored' &&
+        outcome.reason === 'not-active' &&
+        (await reactivateNode(parsed.instanceId, dependencies.lifecycle)) === 'reactivated'
+      ) {
+        outcome = await allocate();
+      }
       log.info('allocation finished', { instanceId: parsed.instanceId, outcome });
       metrics.add(allocationMetrics(outcome));
       return { status: 'allocated', outcome };

@@ -77,8 +77,37 @@ export async function retireNode(instanceId: string, deps: LifecycleDependencies
 }
 
 /**
- * A spot interruption warning: the instance goes away in two minutes, so nothing new is allocated
- * to it (allocation ignores nodes that are not `active`). Its ENIs stay until termination.
+ * A draining node whose instance is `running` again (a `running` state change after the warning:
+ * the instance was not terminated after all, e.g. stopped and started) is served again: its
+ * record becomes `active`. Anything else is left as it is. Idempotent.
+ */
+export async function reactivateNode(
+  instanceId: string,
+  deps: LifecycleDependencies,
+): Promise<'reactivated' | 'skipped'> {
+  for (let attempt = 1; ; attempt++) {
+    const record = await deps.store.get(instanceId);
+    if (record?.lifecycle !== 'draining') return 'skipped';
+    const instance = await deps.ec2.describeInstance(instanceId);
+    if (instance?.state !== 'running') return 'skipped';
+    try {
+      await deps.store.put(
+        { ...record, version: record.version + 1, lifecycle: 'active', updatedAtEpochMs: deps.clock() },
+        record.version,
+      );
+      deps.log.info('draining node running again; serving it', { instanceId });
+      return 'reactivated';
+    } catch (error) {
+      if (!(error instanceof VersionConflictError) || attempt >= 3) throw error;
+    }
+  }
+}
+
+/**
+ * A spot interruption warning whose `instance-action` is `terminate`: the instance goes away in two
+ * minutes, so nothing new is allocated to it (allocation ignores nodes that are not `active`). Its
+ * ENIs stay until termination. The handler does not drain on `stop` or `hibernate`: that instance
+ * comes back with the same id and ENIs, and must be served then.
  */
 export async function drainNode(
   instanceId: string,

@@ -203,3 +203,43 @@ describe('the hand-over switch', () => {
     expect(withoutPaused(paused)).toBe(withoutPaused(running));
   });
 });
+
+describe('a restored table', () => {
+  const STREAM =
+    'arn:aws:dynamodb:eu-west-1:210987654321:table/prod-nodes-restored/stream/2026-12-01T20:00:00.000';
+
+  it('uses eni-ipam:existingTableName and its stream instead of creating a table', () => {
+    const { template } = synthesize({
+      ...REAL_CLUSTER,
+      'eni-ipam:existingTableName': 'prod-nodes-restored',
+      'eni-ipam:existingTableStreamArn': STREAM,
+    });
+    expect(template.findResources('AWS::DynamoDB::Table')).toEqual({});
+    for (const [name, variables] of Object.entries(environmentOf(template))) {
+      expect(variables.TABLE_NAME, name).toBe('prod-nodes-restored');
+    }
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { EventSourceArn: STREAM });
+    template.hasResourceProperties('AWS::IAM::Policy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Sid: 'NodeTable',
+            Resource: {
+              'Fn::Join': ['', Match.arrayWith([Match.stringLikeRegexp(':table/prod-nodes-restored$')])],
+            },
+          }),
+        ]),
+      },
+    });
+  });
+
+  it.each([
+    { case: 'a name without its stream', context: { 'eni-ipam:existingTableName': 'prod-nodes-restored' } },
+    {
+      case: 'the stream of another table',
+      context: { 'eni-ipam:existingTableName': 'prod-nodes', 'eni-ipam:existingTableStreamArn': STREAM },
+    },
+  ])('refuses $case', ({ context }) => {
+    expect(() => synthesize({ ...REAL_CLUSTER, ...context })).toThrow(/eni-ipam:existingTable/);
+  });
+});

@@ -119,6 +119,23 @@ describe('failures are seen', () => {
     }
   });
 
+  it('has a dashboard of the cluster’s metrics and every alarm', () => {
+    const dashboards = Object.values(defaults.findResources('AWS::CloudWatch::Dashboard'));
+    expect(dashboards).toHaveLength(1);
+    const body = JSON.stringify(dashboards[0]?.Properties.DashboardBody);
+    for (const name of [
+      'ipam_nodes_in_deficit',
+      'ipam_ip_allocation_ops',
+      'ipam_k8s_sync_writes',
+      'ServerlessEniIpam/my-cluster',
+    ]) {
+      expect(body).toContain(name);
+    }
+    for (const alarmId of Object.keys(defaults.findResources('AWS::CloudWatch::Alarm'))) {
+      expect(body).toContain(alarmId);
+    }
+  });
+
   it.each([
     { case: 'a topic that is not an SNS ARN', key: 'eni-ipam:alarmTopicArn', value: 'platform-pager' },
     { case: 'a zero sweep reservation', key: 'eni-ipam:sweepReservedConcurrency', value: 0 },

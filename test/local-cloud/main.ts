@@ -81,7 +81,15 @@ async function main(): Promise<number> {
   )?.[1];
   writeFileSync(
     LOCAL_CLOUD_STATE_FILE,
-    JSON.stringify({ lambdaEndpoint: lambdaApi.url, syncFunctionName, pid: process.pid }),
+    JSON.stringify({
+      lambdaEndpoint: lambdaApi.url,
+      syncFunctionName,
+      pid: process.pid,
+      // For `npm run inspect -- --local`.
+      tableName: cloud.table.name,
+      dynamoDbEndpoint: cloud.table.endpoint,
+      kubeconfigPath: cloud.kubeconfigPath,
+    }),
   );
   let stopping = false;
   const stop = async () => {

@@ -85,6 +85,33 @@ describe('the allocate handler', () => {
     expect((await harness.table.store.get(instance.instanceId))?.lifecycle).toBe('retired');
   });
 
+  it('drains on a spot warning to terminate only, and serves a draining node again once it runs', async () => {
+    const spotWarning = (instanceId: string, action: string) => ({
+      ...stateChange(instanceId, 'running'),
+      'detail-type': 'EC2 Spot Instance Interruption Warning',
+      detail: { 'instance-id': instanceId, 'instance-action': action },
+    });
+    const instance = harness.launch('m5.large');
+    await allocate(stateChange(instance.instanceId, 'running'), context('spot-1'));
+    for (const action of ['stop', 'hibernate']) {
+      expect(
+        await allocate(spotWarning(instance.instanceId, action), context(`spot-${action}`)),
+      ).toMatchObject({
+        status: 'skipped',
+      });
+      expect((await harness.table.store.get(instance.instanceId))?.lifecycle).toBe('active');
+    }
+    expect(await allocate(spotWarning(instance.instanceId, 'terminate'), context('spot-t'))).toEqual({
+      status: 'drained',
+      outcome: 'drained',
+    });
+    expect((await harness.table.store.get(instance.instanceId))?.lifecycle).toBe('draining');
+
+    const again = await allocate(stateChange(instance.instanceId, 'running'), context('spot-2'));
+    expect(again).toMatchObject({ status: 'allocated', outcome: { kind: 'reconciled' } });
+    expect((await harness.table.store.get(instance.instanceId))?.lifecycle).toBe('active');
+  });
+
   it('skips states it does not act on', async () => {
     const instance = harness.launch('m5.large');
     expect(await allocate(stateChange(instance.instanceId, 'pending'), context('p'))).toMatchObject({

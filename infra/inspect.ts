@@ -1,0 +1,146 @@
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { KubeConfig } from '@kubernetes/client-node';
+import { DynamoNodeRecordStore } from '../functions/aws/node-table.ts';
+import {
+  type CiliumNode,
+  IPAM_IGNORE_ANNOTATION,
+  RECORD_TABLE_ANNOTATION,
+  RECORD_VERSION_ANNOTATION,
+} from '../functions/core/ciliumnode.ts';
+import type { NodeRecord } from '../functions/core/model.ts';
+import { appliedRecordVersion } from '../functions/core/sync-plan.ts';
+import { KubernetesCiliumNodeApi } from '../functions/k8s/ciliumnode-api.ts';
+import { LOCAL_CLOUD_STATE_FILE, stackOutput } from './resync.ts';
+
+/**
+ * `npm run inspect -- --instance i-… [--cluster NAME] [--outputs FILE] [--table NAME] [--local]`
+ *
+ * Shows one node as the allocator and the cluster see it, side by side: its record (version,
+ * lifecycle, ENIs), lease, last error, and its CiliumNode (the applied record version and table,
+ * `ipam.cilium.io/ignore`, pool, status ENIs, used IPs, operator error), and whether the CiliumNode
+ * shows the record's latest version. Read-only. The table comes from `--table`, else the
+ * `NodeTableName` output of `ServerlessEniIpam-<cluster>` in the outputs file; Kubernetes from
+ * KUBECONFIG or ~/.kube/config (kubectl's); `--local` reads a running `npm start` instead.
+ */
+
+export interface NodeView {
+  readonly instanceId: string;
+  readonly table: string;
+  readonly record: NodeRecord | undefined;
+  readonly ciliumNode: CiliumNode | undefined;
+  readonly nowEpochMs: number;
+}
+
+const seconds = (milliseconds: number) => `${Math.round(milliseconds / 1000)} s`;
+
+/** The record's side: version, lifecycle, ENIs, lease and last error. Pure. */
+export function describeRecord(view: NodeView): string[] {
+  const { record, nowEpochMs } = view;
+  if (record === undefined)
+    return [`record: none in ${view.table} (the allocator has not served this instance)`];
+  const lease = record.lease;
+  return [
+    `record: version ${record.version}, ${record.lifecycle}, node ${record.nodeName}, ${record.instanceType} in ${record.availabilityZone}, updated ${seconds(nowEpochMs - record.updatedAtEpochMs)} ago`,
+    ...record.enis.map(
+      (eni) =>
+        `  eni ${eni.id} device ${eni.deviceIndex}: ${eni.secondaryIps.length} IPs, ${eni.prefixes.length} prefixes`,
+    ),
+    lease === undefined
+      ? 'lease: none'
+      : lease.expiresAtEpochMs > nowEpochMs
+        ? `lease: held by ${lease.holder} for ${seconds(lease.expiresAtEpochMs - nowEpochMs)} more`
+        : `lease: expired ${seconds(nowEpochMs - lease.expiresAtEpochMs)} ago (held by ${lease.holder})`,
+    record.lastError === undefined
+      ? 'last error: none'
+      : `last error: ${record.lastError.code}: ${record.lastError.message} (${seconds(nowEpochMs - record.lastError.atEpochMs)} ago)`,
+  ];
+}
+
+/** The CiliumNode's side, and whether it shows the record's version. Pure. */
+export function describeCiliumNode(view: NodeView): string[] {
+  const cn = view.ciliumNode;
+  if (cn === undefined) return ['ciliumnode: none'];
+  const annotations = cn.metadata.annotations ?? {};
+  const applied = appliedRecordVersion(cn, view.table);
+  const error = cn.status?.ipam?.['operator-status']?.error;
+  const verdict =
+    view.record === undefined
+      ? 'served by another allocator, or not yet by us'
+      : applied === view.record.version
+        ? 'in step: the CiliumNode shows the latest record version'
+        : `behind: the CiliumNode shows ${applied === undefined ? 'no version of this table' : `version ${applied}`}, the record is at ${view.record.version} (npm run resync -- --instance ${view.instanceId})`;
+  return [
+    `ciliumnode: ${cn.metadata.name}, record-version ${annotations[RECORD_VERSION_ANNOTATION] ?? 'none'} (table ${annotations[RECORD_TABLE_ANNOTATION] ?? 'unnamed'}), ${IPAM_IGNORE_ANNOTATION}=${annotations[IPAM_IGNORE_ANNOTATION] ?? 'unset'}`,
+    `  pool ${Object.keys(cn.spec?.ipam?.pool ?? {}).length} IPs, status ${Object.keys(cn.status?.eni?.enis ?? {}).length} ENIs, used ${Object.keys(cn.status?.ipam?.used ?? {}).length} IPs`,
+    `  operator error: ${error ? error : 'none'}`,
+    verdict,
+  ];
+}
+
+export function parseInspectArgs(argv: readonly string[]) {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      instance: { type: 'string' },
+      cluster: { type: 'string' },
+      table: { type: 'string' },
+      outputs: { type: 'string', default: 'cdk-outputs.json' },
+      local: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  if (values.instance === undefined || !/^i-[0-9a-f]{8,17}$/.test(values.instance)) {
+    throw new Error(`--instance expects an instance id (i-…), got ${JSON.stringify(values.instance)}`);
+  }
+  return { ...values, instance: values.instance };
+}
+
+/** Reads the node from the table and the cluster; the CiliumNode by the record's node name. */
+export async function inspectNode(options: ReturnType<typeof parseInspectArgs>): Promise<NodeView> {
+  const local = options.local ? readLocalCloudState() : undefined;
+  const table =
+    options.table ?? local?.tableName ?? stackOutput(options.outputs, options.cluster, 'NodeTableName');
+  const dynamoDb = new DynamoDBClient(local ? { endpoint: local.dynamoDbEndpoint, region: 'us-east-1' } : {});
+  const kubeConfig = new KubeConfig();
+  if (local) kubeConfig.loadFromFile(local.kubeconfigPath);
+  else kubeConfig.loadFromDefault();
+  try {
+    const record = await new DynamoNodeRecordStore(dynamoDb, table).get(options.instance);
+    const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig, {
+      fieldManager: 'serverless-eni-ipam-inspect',
+    });
+    const ciliumNode = record ? await ciliumNodes.get(record.nodeName) : undefined;
+    return { instanceId: options.instance, table, record, ciliumNode, nowEpochMs: Date.now() };
+  } finally {
+    dynamoDb.destroy();
+  }
+}
+
+function readLocalCloudState(): { tableName: string; dynamoDbEndpoint: string; kubeconfigPath: string } {
+  try {
+    return JSON.parse(readFileSync(LOCAL_CLOUD_STATE_FILE, 'utf8'));
+  } catch {
+    throw new Error(
+      `no running local cloud (${LOCAL_CLOUD_STATE_FILE} is missing): start one with npm start`,
+    );
+  }
+}
+
+async function main(): Promise<number> {
+  try {
+    const view = await inspectNode(parseInspectArgs(process.argv.slice(2)));
+    console.log(
+      [`instance ${view.instanceId}`, ...describeRecord(view), ...describeCiliumNode(view)].join('\n'),
+    );
+    return 0;
+  } catch (error) {
+    console.error(`inspect: ${(error as Error).message}`);
+    return 1;
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  process.exitCode = await main();
+}
