@@ -1,5 +1,4 @@
 import { CfnOutput, Fn, type Stack } from 'aws-cdk-lib';
-import * as eks from 'aws-cdk-lib/aws-eks';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import type { StackConfig } from './config.ts';
 
@@ -12,29 +11,16 @@ export interface KubernetesIdentity {
 }
 
 /**
- * Makes each function role a Kubernetes identity, in the cluster's authentication mode:
- * - `access-entry` (API, API_AND_CONFIG_MAP): an EKS access entry per role with its groups;
- * - `aws-auth` (CONFIG_MAP, where `AWS::EKS::AccessEntry` fails): no access entries; the stack
- *   outputs each role ARN and the `mapRoles` entries to add to the `aws-auth` ConfigMap;
- * - `none` (the local cloud): nothing.
+ * The `aws-auth` mode (a cluster in CONFIG_MAP authentication, where `AWS::EKS::AccessEntry`
+ * fails): no access entries; the stack outputs each role ARN and the `mapRoles` entries to add to
+ * the `aws-auth` ConfigMap. (In `access-entry` mode the stack creates an access entry per role.)
  * Either way the functions authenticate the same: an IAM token for their role (EKS_* variables).
  */
-export function grantKubernetesIdentities(
+export function outputAwsAuthMappings(
   stack: Stack,
   config: StackConfig,
   identities: readonly KubernetesIdentity[],
 ): void {
-  if (config.kubernetesAccess === 'access-entry') {
-    for (const identity of identities) {
-      new eks.CfnAccessEntry(stack, `${identity.name}Access`, {
-        clusterName: config.clusterName,
-        principalArn: identity.role.roleArn,
-        type: 'STANDARD',
-        kubernetesGroups: [...identity.groups],
-      });
-    }
-  }
-  if (config.kubernetesAccess !== 'aws-auth') return;
   const entries = identities.map((identity) =>
     Fn.join('', [
       '- rolearn: ',

@@ -1,5 +1,6 @@
 import { Aspects, CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as eks from 'aws-cdk-lib/aws-eks';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -16,7 +17,7 @@ import { placeholderMessage, placeholdersLeft, refuseDeployUnless } from './depl
 import { grantEniManagement } from './ec2-permissions.ts';
 import { placeInVpc } from './function-vpc.ts';
 import { IpamFunction } from './ipam-function.ts';
-import { grantKubernetesIdentities } from './kubernetes-identities.ts';
+import { outputAwsAuthMappings } from './kubernetes-identities.ts';
 import { NodeTable } from './node-table.ts';
 
 export interface EniIpamStackProps extends StackProps {
@@ -149,15 +150,18 @@ export class EniIpamStack extends Stack {
         placeInVpc(client, { subnetIds: config.vpcSubnetIds, securityGroupIds: config.vpcSecurityGroupIds });
       }
     }
-    grantKubernetesIdentities(
-      this,
-      config,
-      kubernetesClients.map((client) => ({
-        name: client.node.id,
-        role: client.role,
-        groups: [config.kubernetesGroup],
-      })),
-    );
+    if (config.kubernetesAccess === 'access-entry') this.grantKubernetesAccess(config);
+    if (config.kubernetesAccess === 'aws-auth') {
+      outputAwsAuthMappings(
+        this,
+        config,
+        kubernetesClients.map((client) => ({
+          name: client.node.id,
+          role: client.role,
+          groups: [config.kubernetesGroup],
+        })),
+      );
+    }
     refuseDeployUnless(this, deployProblems(config));
     this.addAlarms(config);
     if (config.alarmTopicArn) Aspects.of(this).add(new RouteAlarmsToTopic(config.alarmTopicArn));
@@ -285,6 +289,21 @@ export class EniIpamStack extends Stack {
         onFailure: new lambdaDestinations.SqsDestination(queue),
         retryAttempts: 2,
         maxEventAge: Duration.hours(6),
+      });
+    }
+  }
+
+  private grantKubernetesAccess(config: StackConfig): void {
+    for (const [id, fn] of [
+      ['AllocateAccess', this.allocateFunction],
+      ['SweepAccess', this.sweepFunction],
+      ['SyncAccess', this.syncFunction],
+    ] as const) {
+      new eks.CfnAccessEntry(this, id, {
+        clusterName: config.clusterName,
+        principalArn: fn.role.roleArn,
+        type: 'STANDARD',
+        kubernetesGroups: [config.kubernetesGroup],
       });
     }
   }

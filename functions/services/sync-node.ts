@@ -93,13 +93,18 @@ const UNREAD = Symbol('unread');
  */
 export async function syncNode(instanceId: string, deps: SyncDependencies): Promise<SyncNodeSummary> {
   const maxRounds = deps.maxRounds ?? DEFAULT_MAX_ROUNDS;
-  if (deps.paused) return finish({ instanceId, outcome: 'paused', writes: 0, conflicts: 0 }, deps);
   const initial = await deps.store.get(instanceId);
   if (initial === undefined)
     return finish({ instanceId, outcome: 'no-record', writes: 0, conflicts: 0 }, deps);
   if (initial.lifecycle === 'retired') {
     return finish(
       { instanceId, outcome: 'retired', writes: 0, conflicts: 0, recordVersion: initial.version },
+      deps,
+    );
+  }
+  if (deps.paused) {
+    return finish(
+      { instanceId, outcome: 'paused', writes: 0, conflicts: 0, recordVersion: initial.version },
       deps,
     );
   }
