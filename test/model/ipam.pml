@@ -1,0 +1,648 @@
+/*
+ * serverless-eni-ipam: the allocator, the release, the sync and a Cilium agent, at the level of
+ * their reads and conditional writes, for ONE node (one ENI slot with two secondary-IP slots).
+ *
+ * Every `STEP` is one read or one write of one system (the node table item, EC2, the CiliumNode);
+ * between two steps every other actor may run, and every invocation of ours may crash before any
+ * step (bounded by MAXFAULTS; a crash after the last step is the same as finishing). Purely local
+ * planning is folded into the step that acts on it (nobody else can observe it).
+ * test/model/mapping.json names the function in functions/ behind every bracketed step label below.
+ *
+ * Configurations (-D at `spin -a` time, see test/model/verify.ts):
+ *   AGENT=19   a 1.12-1.19 agent: spec.ipam.pool, status.ipam.used, the release-ips handshake
+ *   AGENT=20   a 1.20 multi-pool agent: spec.ipam.pools.requested/allocated from status.eni.enis
+ *   FOREIGN    the CiliumNode of our node name belongs to another instance
+ * Known-wrong variants the checker must reject (each a -D switch):
+ *   MUT_TWO_PLACE     cilium before #19923: the pool comes from a second, later read of the state
+ *   MUT_SPEC_FIRST    the sync writes the pool before the ENIs it references
+ *   MUT_UNGUARDED     CiliumNode patches without the resourceVersion test
+ *   MUT_NO_HANDSHAKE  excess IPs unassigned without the release-ips handshake
+ *   MUT_BLIND_PUT     node-record writes without the version condition
+ */
+
+#ifndef AGENT
+#define AGENT 19
+#endif
+#ifndef MAXFAULTS
+#define MAXFAULTS 1
+#endif
+#ifndef PODOPS
+#define PODOPS 2
+#endif
+#ifndef ALLOCATORS
+#define ALLOCATORS 2
+#endif
+#ifndef SYNCS
+#define SYNCS 2
+#endif
+
+#define NI 2          /* secondary-IP slots on the ENI */
+#define PRE 1         /* spec.ipam.pre-allocate */
+#define ME 1          /* our instance */
+#define OTHER 2       /* another instance */
+
+/* status.ipam.release-ips, as published on the CiliumNode */
+#define R_NONE 0
+#define R_MARKED 1
+#define R_READY 2
+#define R_DONOT 3
+#define R_RELEASED 4
+/* the record's excess marks (NodeRecord.excessMarks[ip].state) */
+#define M_NONE 0
+#define M_MARKED 1
+#define M_READY 2
+#define M_RELEASED 3
+#define M_PENDING 4   /* marked, without a state yet: inside the release delay */
+
+#define bit(i) (1 << (i))
+#define has(m, i) ((((m) >> (i)) & 1) == 1)
+#define count(m) (((m) & 1) + (((m) >> 1) & 1))
+#define leaving(mk) ((mk) == M_READY || (mk) == M_RELEASED)
+
+mtype = { spec_claim, status, spec };
+mtype = { status_covers_spec, never_backwards, no_lost_update, one_eni_per_slot,
+          in_use_kept, right_node_only, derivable_assigned, allocated_kept };
+
+#define CHECK(p, cond) if :: (cond) -> skip :: else -> printf("PROPERTY %e VIOLATED\n", p); assert(false) fi
+
+/*
+ * One step with an effect (a write, an EC2 call) of an invocation of ours, or a crash in its
+ * place. Reads get no crash of their own: crashing before a read is the same as crashing before
+ * the next effect, since a read changes nothing anyone else sees.
+ */
+#define STEP(body) if :: atomic { faults < MAXFAULTS -> faults++; printf("  process %d CRASHES here\n", _pid); goto crashed } :: atomic { body } fi
+#define READ(body) atomic { body }
+
+/* ---- EC2: the instance's ENI in device slot 1 ---- */
+byte eniSt;          /* 0 none, 1 available (created, not attached), 2 attached */
+byte eniIps;         /* secondary-IP slots assigned to it */
+
+/* ---- the node table item ---- */
+byte rVer;           /* 0: no item; versions are kept dense, see `renumber` */
+byte rFresh;         /* allocators whose read of the item is still its current version */
+byte rLease;         /* 0, or the allocator process holding the mutation lease */
+bool rEni;           /* the ENI is recorded */
+byte rIps;           /* its recorded IPs */
+byte rMark[NI];
+bool leaseAlive;     /* the invocation that wrote the lease is still running */
+bool leaseExpired;   /* the lease's expiry time has passed (only after its holder is gone) */
+
+/* ---- the CiliumNode ---- */
+byte cFresh;         /* syncs whose read (or write response) is still the current resourceVersion */
+byte cOwner = ME;    /* spec.instance-id */
+byte cAnn;           /* the record-version annotation; 0: absent */
+bool cStEni;         /* status.eni.enis has the ENI */
+byte cStIps;         /* ... with these addresses */
+byte cPool;          /* spec.ipam.pool (every entry's resource is the ENI) */
+byte cUsed;          /* status.ipam.used (1.19 agent) */
+byte cRel[NI];       /* status.ipam.release-ips */
+byte cReq;           /* spec.ipam.pools.requested default ipv4-addrs (1.20 agent) */
+byte cAlloc;         /* spec.ipam.pools.allocated: /32 CIDRs (1.20 agent) */
+
+/* ---- ghosts: what the properties talk about ---- */
+byte holds;          /* IPs the agent has handed to pods (its memory, ahead of any write) */
+byte pubVer;         /* highest record version any sync write has carried to the CiliumNode */
+byte faults;         /* crashes and agent restarts so far */
+byte podOps;         /* pod starts and stops so far */
+byte xVer[2];        /* each sync's record read */
+byte sAnn[2];        /* each sync's read of the annotation */
+
+/* scratch for computations inside one step (not part of the state) */
+hidden int u, n1, n2, n3, n4, n5, n6, n7;
+/* the real version numbers, for the printed counterexamples only (nothing depends on them) */
+hidden byte realVer, realAnn, realRead[2];
+hidden byte target, excess, wantedPool, tStIps, tPool, tRel0, tRel1, step, xUsed, xPool, xRel0, xRel1;
+hidden byte tStEni, claimed, trusted, multiPool;
+
+/*
+ * Record versions are compared only with each other (equal, older, newer), so the model keeps
+ * them dense: after every change each live version value is replaced by its rank. This keeps the
+ * state space finite while every comparison gives the same answer as with the real numbers.
+ */
+#define PC(x) ((((x) >> 1) & 1) + (((x) >> 2) & 1) + (((x) >> 3) & 1) + (((x) >> 4) & 1) + \
+               (((x) >> 5) & 1) + (((x) >> 6) & 1) + (((x) >> 7) & 1) + (((x) >> 8) & 1) + \
+               (((x) >> 9) & 1) + (((x) >> 10) & 1))
+#define RANK(v) ((v) == 0 -> 0 : PC(u & ((1 << (v)) - 1)) + 1)
+inline renumber() {
+  u = (1 << rVer) | (1 << cAnn) | (1 << pubVer) | (1 << xVer[0]) | (1 << xVer[1]) |
+      (1 << sAnn[0]) | (1 << sAnn[1]);
+  n1 = RANK(rVer); n2 = RANK(cAnn); n3 = RANK(pubVer); n4 = RANK(xVer[0]); n5 = RANK(xVer[1]);
+  n6 = RANK(sAnn[0]); n7 = RANK(sAnn[1]);
+  rVer = n1; cAnn = n2; pubVer = n3; xVer[0] = n4; xVer[1] = n5; sAnn[0] = n6; sAnn[1] = n7
+}
+
+/* Checked after every change to the CiliumNode or to EC2: what a watcher can observe. */
+inline observable() {
+  CHECK(status_covers_spec, (cPool & ~cStIps) == 0 && (cPool == 0 || cStEni));
+#if AGENT == 19
+  CHECK(in_use_kept, (holds & ~cPool) == 0 && (holds & ~eniIps) == 0);
+#else
+  CHECK(allocated_kept, (cAlloc & ~cStIps) == 0 && (cAlloc == 0 || cStEni));
+  CHECK(derivable_assigned, !cStEni || (eniSt == 2 && (cStIps & ~eniIps) == 0));
+  CHECK(in_use_kept, (holds & ~eniIps) == 0);
+#endif
+}
+
+/* The target IP count: cilium's pre-allocate over the demand (pool-math calculateNeededIps). */
+inline demandTarget() {
+  if
+  :: cOwner != ME -> target = PRE   /* a foreign CiliumNode is not trusted: stack defaults */
+  :: cOwner == ME && cReq > 0 && cUsed == 0 ->   /* multi-pool: used = requested - P */
+     target = (cReq > PRE -> cReq - PRE : 0) + PRE
+  :: else -> target = count(cUsed) + PRE
+  fi;
+  if :: target > NI -> target = NI :: else fi
+}
+
+/* [record-put] conditional Put on the version read (MUT_BLIND_PUT: on nothing). */
+#ifdef MUT_BLIND_PUT
+#define VERSION_MATCHES true
+#else
+#define VERSION_MATCHES has(rFresh, me - 1)
+#endif
+
+#define RECORD_PUT(eni, ips, m0, m1, withLease, onConflict) \
+    if \
+    :: VERSION_MATCHES -> \
+       /* no lost update: the new content keeps every recorded IP EC2 still has */ \
+       CHECK(no_lost_update, ((rIps & eniIps) & ~(ips)) == 0); \
+       rVer = rVer + 1; realVer++; rEni = eni; rIps = ips; rMark[0] = m0; rMark[1] = m1; \
+       if :: withLease -> rLease = me; leaseAlive = true; mine = true \
+          :: else -> rLease = 0; leaseAlive = false; mine = false fi; \
+       leaseExpired = false; \
+       rFresh = bit(me - 1);   /* the writer goes on from the version it wrote */ \
+       renumber(); \
+       printf("  allocator %d writes record v%d: eni=%d ips=%d marks=%d,%d lease=%d\n", me, realVer, rEni, rIps, rMark[0], rMark[1], rLease) \
+    :: else -> printf("  allocator %d: record write fails its version condition\n", me); onConflict \
+    fi
+
+#define leasedByOther (rLease != 0 && !mine && !leaseExpired)
+
+/*
+ * One allocate invocation (allocate-node allocateNode / allocateOnce), also what the sweep runs
+ * for a node that needs it. A conflict ends it (allocateNode re-plans; the next event or sweep
+ * does the same).
+ */
+inline allocateInvocation() {
+  /* [allocate-observe] record, attached ENIs and the CiliumNode's demand, read at once */
+  READ(
+    if :: leasedByOther -> goto finished :: else fi;   /* busy: another invocation holds the node */
+    rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
+    aEni = (eniSt == 2); aIps = (eniSt == 2 -> eniIps : 0);
+    demandTarget(); aTarget = target; target = 0;
+    printf("allocator %d: allocate reads record v%d (ips=%d) and EC2 (eni=%d ips=%d); wants %d IPs\n", me, realVer, rIps, eniSt, eniIps, aTarget)
+  );
+  do
+  :: aEni && count(aIps) >= aTarget -> break   /* [allocate-plan] nothing needed */
+  :: else ->
+     /* [allocate-claim] / [allocate-progress] the lease, conditional on the version read */
+     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished));
+     if
+     :: !aEni ->
+        /* [allocate-adopt] an ENI created for this instance but never attached, else
+           [allocate-create] CreateNetworkInterface with the deterministic ClientToken */
+        STEP(
+          if
+          :: eniSt == 1 -> printf("  allocator %d adopts the unattached ENI\n", me)
+          :: eniSt == 0 -> eniSt = 1; eniIps = 1; printf("  allocator %d: EC2 CreateNetworkInterface (ip0)\n", me)
+          :: else -> CHECK(one_eni_per_slot, false)   /* attached meanwhile: a second ENI */
+          fi
+        );
+        /* [allocate-attach] AttachNetworkInterface at the planned device index */
+        STEP(
+          CHECK(one_eni_per_slot, eniSt == 1);
+          eniSt = 2; aEni = true; aIps = eniIps;
+          printf("  allocator %d: EC2 AttachNetworkInterface\n", me);
+          observable()
+        )
+     :: else ->
+        /* [allocate-assign] AssignPrivateIpAddresses: EC2 picks a free address (not idempotent) */
+        STEP(
+          if
+          :: !has(eniIps, 0) -> eniIps = eniIps | bit(0)
+          :: else -> eniIps = eniIps | bit(1)
+          fi;
+          aIps = eniIps;
+          printf("  allocator %d: EC2 AssignPrivateIpAddresses -> ips=%d\n", me, eniIps);
+          observable()
+        )
+     fi
+  od;
+  if
+  :: mine ->
+     /* [allocate-release-lease] record what EC2 confirmed and give the lease back */
+     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, false, skip))
+  :: else ->
+     /* [allocate-record] nothing to do in EC2: write only if the record differs from EC2 */
+     STEP(if :: aEni != rEni || aIps != rIps -> RECORD_PUT(aEni, aIps, aMark0, aMark1, false, skip) :: else fi)
+  fi
+}
+
+/* planRelease's rules (e), (a), (c), (b), (d) for one IP; an unassignment makes it `released`. */
+#define NEXT_MARK(i, m, n, ans) \
+    n = m; \
+    if \
+    :: m == M_RELEASED -> \
+       if :: has(aIps, i) || ans == R_NONE -> n = M_NONE :: else fi \
+    :: m != M_RELEASED && !has(excess, i) -> \
+       if :: m == M_READY && !has(aIps, i) -> n = M_RELEASED :: else -> n = M_NONE fi \
+    :: m == M_NONE && has(excess, i) -> n = M_PENDING \
+    :: m == M_PENDING && has(excess, i) -> \
+       DELAY_ELAPSED(ans, n) \
+    :: (m == M_MARKED || m == M_READY) && has(excess, i) && ans == R_DONOT -> n = M_NONE \
+    :: m == M_MARKED && has(excess, i) && ans == R_READY -> n = M_READY \
+    :: m == M_READY && has(excess, i) && ans != R_DONOT -> \
+       if :: !has(xPool, i) && !has(xUsed, i) -> unassign = unassign | bit(i); n = M_RELEASED :: else fi \
+    :: else \
+    fi
+
+/*
+ * (b) the release delay has elapsed. Timing assumption (README): the delay (180 s by default) is
+ * longer than it takes the sync to drop a release-ips entry the record no longer marks, so an
+ * answer left over from an aborted handshake is gone by then. ZERO_DELAY drops the assumption
+ * and shows why it is needed: the stale `ready-for-release` is taken for an answer to the new mark.
+ */
+#ifdef ZERO_DELAY
+#define DELAY_ELAPSED(ans, n) n = M_MARKED
+#else
+#define DELAY_ELAPSED(ans, n) if :: ans == R_NONE -> n = M_MARKED :: else fi
+#endif
+
+#ifdef MUT_NO_HANDSHAKE
+#define NEXT_MARKS() unassign = excess; nMark0 = M_NONE; nMark1 = M_NONE
+#else
+#define NEXT_MARKS() NEXT_MARK(0, aMark0, nMark0, xRel0); NEXT_MARK(1, aMark1, nMark1, xRel1)
+#endif
+#if AGENT == 20
+#define UNASSIGN_CHECK_ALLOCATED CHECK(allocated_kept, (cAlloc & unassign) == 0)
+#else
+#define UNASSIGN_CHECK_ALLOCATED skip
+#endif
+
+/*
+ * One release invocation (release-excess releaseExcess / releaseOnce with planRelease): the
+ * operator side of the 1.19 handshake; the marks live in the record and the sync publishes them.
+ */
+inline releaseInvocation() {
+  /* [release-read-record] */
+  READ(
+    if :: rVer == 0 || leasedByOther -> goto finished :: else fi;   /* no record yet, or busy */
+    rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
+    printf("allocator %d: release reads record v%d (marks=%d,%d)\n", me, realVer, aMark0, aMark1)
+  );
+  /* [release-observe] the CiliumNode and the attached ENIs, read at once, and
+     [release-plan] planRelease: the excess set, each mark's next state, what to unassign */
+  READ(
+    aEni = (eniSt == 2); aIps = (eniSt == 2 -> eniIps : 0);
+    trusted = (cOwner == ME);
+    xUsed = (trusted -> cUsed : 0); xPool = (trusted -> cPool : 0);
+    xRel0 = (trusted -> cRel[0] : R_NONE); xRel1 = (trusted -> cRel[1] : R_NONE);
+    multiPool = trusted && cReq > 0 && cUsed == 0;
+    demandTarget();
+    excess = 0;
+    if
+    :: !multiPool && aEni && count(aIps) > target ->
+       /* computeExcessIps: one unused secondary IP, the highest slot first */
+       if
+       :: has(aIps, 1) && !has(xUsed, 1) -> excess = bit(1)
+       :: else -> if :: has(aIps, 0) && !has(xUsed, 0) -> excess = bit(0) :: else fi
+       fi
+    :: else
+    fi;
+    unassign = 0;
+    NEXT_MARKS();
+    printf("  allocator %d: release reads CiliumNode (used=%d pool=%d release-ips=%d,%d) and EC2 (ips=%d): marks -> %d,%d, unassign %d\n", me, xUsed, xPool, xRel0, xRel1, aIps, nMark0, nMark1, unassign);
+    target = 0; excess = 0; xUsed = 0; xPool = 0; xRel0 = 0; xRel1 = 0; trusted = false; multiPool = false
+  );
+  if
+  :: nMark0 == aMark0 && nMark1 == aMark1 && unassign == 0 -> skip   /* nothing to do */
+  :: unassign == 0 && (nMark0 != aMark0 || nMark1 != aMark1) ->
+     /* [release-update-marks] one conditional write, no EC2 call */
+     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip))
+  :: unassign != 0 ->
+     /* [release-claim] the lease, conditional on the version read */
+     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished));
+     /* [release-unassign] UnassignPrivateIpAddresses */
+     STEP(
+       CHECK(in_use_kept, (holds & unassign) == 0 && (cUsed & unassign) == 0);
+       UNASSIGN_CHECK_ALLOCATED;
+       eniIps = eniIps & ~unassign; aIps = aIps & ~unassign;
+       printf("  allocator %d: EC2 UnassignPrivateIpAddresses %d -> ips=%d\n", me, unassign, eniIps);
+       observable()
+     );
+     /* [release-record] what EC2 confirmed, the marks, the lease given back */
+     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip))
+  fi
+}
+
+proctype Allocator(byte me) {
+  byte aIps, aMark0, aMark1, aTarget, unassign, nMark0, nMark1;
+  bool aEni, mine;
+end_idle:
+  do
+  :: allocateInvocation(); goto finished
+  :: me == 1 -> releaseInvocation(); goto finished   /* the sweep also runs the release */
+crashed:
+finished:
+     /* an invocation that ends holding the lease (crashed, or its last write lost a race)
+        leaves it to expire */
+     atomic {
+       if :: mine && rLease == me -> leaseAlive = false :: else fi;
+       rFresh = rFresh & ~bit(me - 1); aIps = 0; aMark0 = 0; aMark1 = 0; aTarget = 0;
+       unassign = 0; nMark0 = 0; nMark1 = 0; aEni = false; mine = false
+     }
+  od
+}
+
+/* [lease-expiry] The lease of an invocation that is gone expires, some time later. */
+proctype Clock() {
+end_idle:
+  do
+  :: atomic { rLease != 0 && !leaseAlive && !leaseExpired -> leaseExpired = true; printf("the lease of allocator %d expires\n", rLease) }
+  od
+}
+
+/* releaseIpsTarget for one IP: the operator's side of release-ips. */
+#define REL_TARGET(m, cur, t) \
+    if \
+    :: m == M_MARKED -> t = ((cur == R_READY || cur == R_DONOT) -> cur : R_MARKED) \
+    :: m == M_RELEASED -> t = (cur != R_NONE -> R_RELEASED : R_NONE) \
+    :: m == M_READY -> t = cur \
+    :: else -> t = R_NONE \
+    fi
+
+/*
+ * The sync plans from the CiliumNode it read. A guarded write only lands while the CiliumNode is
+ * still that version, so the model plans from the current one while the read is fresh, and a read
+ * that is no longer fresh only ever leads to a failed patch and a re-read. Only the unguarded
+ * mutation needs the snapshot itself.
+ */
+#ifdef MUT_UNGUARDED
+#define RV_MATCHES true
+#define S_StEni sStEni
+#define S_StIps sStIps
+#define S_Pool sPool
+#define S_Rel0 sRel0
+#define S_Rel1 sRel1
+#define S_Ann sAnn[id]
+#define SNAPSHOT sAnn[id] = cAnn; sStEni = cStEni; sStIps = cStIps; sPool = cPool; sRel0 = cRel[0]; sRel1 = cRel[1]
+#else
+#define RV_MATCHES has(cFresh, id)
+#define S_StEni cStEni
+#define S_StIps cStIps
+#define S_Pool cPool
+#define S_Rel0 cRel[0]
+#define S_Rel1 cRel[1]
+#define S_Ann cAnn
+#define SNAPSHOT skip
+#endif
+
+/*
+ * planSyncStep over (the record read, the CiliumNode read) into step/t*: 0 in sync, 1 spec-claim,
+ * 2 status, 3 spec, 4 stale record, 5 foreign CiliumNode.
+ */
+inline planSync() {
+  wantedPool = xIps;
+  if :: leaving(xMark0) -> wantedPool = wantedPool & ~bit(0) :: else fi;
+  if :: leaving(xMark1) -> wantedPool = wantedPool & ~bit(1) :: else fi;
+  claimed = (S_Ann == xVer[id]);
+  tPool = 0; tStEni = false; tStIps = 0; tRel0 = 0; tRel1 = 0;
+  if
+  :: cOwner != ME -> step = 5   /* spec.instance-id never changes: read with the CiliumNode */
+  :: cOwner == ME && S_Ann > xVer[id] -> step = 4
+  :: else ->
+     REL_TARGET(xMark0, S_Rel0, tRel0);
+     REL_TARGET(xMark1, S_Rel1, tRel1);
+     if
+     :: !claimed && ((S_Pool & ~wantedPool) != 0 || (S_StEni && !xEni) || (S_StIps & ~xIps) != 0) ->
+        step = 1; tPool = S_Pool & wantedPool
+     :: else ->
+        if
+        :: claimed && xEni -> tStEni = true; tStIps = xIps | (S_Pool & S_StIps)
+        :: claimed && !xEni && S_StEni && (S_Pool & S_StIps) != 0 -> tStEni = true; tStIps = S_StIps
+        :: claimed && !xEni && !(S_StEni && (S_Pool & S_StIps) != 0) -> tStEni = false; tStIps = 0
+        :: !claimed -> tStEni = S_StEni || xEni; tStIps = S_StIps | xIps
+        fi;
+#ifdef MUT_SPEC_FIRST
+        tPool = wantedPool;
+        if
+        :: !claimed || tPool != S_Pool -> step = 3
+        :: else -> step = ((tStEni != S_StEni || tStIps != S_StIps || tRel0 != S_Rel0 || tRel1 != S_Rel1) -> 2 : 0)
+        fi
+#else
+        if
+        :: tStEni != S_StEni || tStIps != S_StIps || tRel0 != S_Rel0 || tRel1 != S_Rel1 -> step = 2
+        :: else ->
+           tPool = wantedPool & (S_StEni -> S_StIps : 0);
+           step = ((!claimed || tPool != S_Pool) -> 3 : 0)
+        fi
+#endif
+     fi
+  fi
+}
+
+#ifdef MUT_TWO_PLACE
+/* the pool from a second place, read when writing, not from the version planned */
+#define TWO_PLACE_POOL \
+    tPool = rIps; \
+    if :: leaving(rMark[0]) -> tPool = tPool & ~bit(0) :: else fi; \
+    if :: leaving(rMark[1]) -> tPool = tPool & ~bit(1) :: else fi
+#else
+#define TWO_PLACE_POOL skip
+#endif
+
+/*
+ * One sync invocation at a time per process (sync-node syncNode with planSyncStep). The stream's
+ * at-least-once, reordered delivery and the schedule only decide WHEN one runs, since it reads the
+ * item itself: a sync may start at any moment.
+ */
+proctype Sync(byte id) {
+  byte sStIps, sPool, sRel0, sRel1;
+  bool sStEni;
+  byte xIps, xMark0, xMark1;
+  bool xEni, done;
+end_idle:
+  do
+  :: rVer > 0 ->   /* [sync-initial-read] syncNode: no record, nothing to publish */
+     do
+     :: done -> break
+     :: else ->
+        /* [sync-read-ciliumnode] the CiliumNode FIRST */
+        READ(
+          cFresh = cFresh | bit(id); SNAPSHOT; renumber();
+          printf("sync %d reads CiliumNode: ann=v%d status eni=%d ips=%d pool=%d release-ips=%d,%d\n", id, realAnn, cStEni, cStIps, cPool, cRel[0], cRel[1])
+        );
+        /* [sync-read-record] then the record, strongly consistent */
+        READ(xVer[id] = rVer; xEni = rEni; xIps = rIps; xMark0 = rMark[0]; xMark1 = rMark[1]; renumber();
+             realRead[id] = realVer;
+             printf("  sync %d reads record v%d: eni=%d ips=%d marks=%d,%d\n", id, realVer, rEni, rIps, rMark[0], rMark[1]));
+        do
+        :: STEP(
+             /* [sync-plan] planSyncStep, then [sync-write] its one JSON Patch, which starts with
+                the resourceVersion test */
+             if
+             :: RV_MATCHES ->
+                planSync();
+                if
+                :: step == 0 || step == 4 || step == 5 -> done = true   /* in sync, stale, refused */
+                :: else
+                fi
+             :: else
+             fi;
+             if
+             :: done -> skip
+             :: !done && RV_MATCHES ->
+                CHECK(right_node_only, cOwner == ME);
+                CHECK(never_backwards, xVer[id] >= pubVer);
+                pubVer = xVer[id];
+                if
+                :: step == 1 -> cPool = tPool; cAnn = xVer[id]      /* [sync-spec-claim] */
+                :: step == 2 -> cStEni = tStEni; cStIps = tStIps;   /* [sync-status] */
+                   cRel[0] = tRel0; cRel[1] = tRel1
+                :: step == 3 ->                                      /* [sync-spec] */
+                   TWO_PLACE_POOL;
+                   cPool = tPool; cAnn = xVer[id]
+                fi;
+                if :: step != 2 -> realAnn = realRead[id] :: else fi;
+                printf("  sync %d writes %e from v%d: ann=v%d status eni=%d ips=%d pool=%d release-ips=%d,%d\n", id, (step == 1 -> spec_claim : (step == 2 -> status : spec)), realRead[id], realAnn, cStEni, cStIps, cPool, cRel[0], cRel[1]);
+                observable();
+                /* the write's response is the next CiliumNode read */
+                cFresh = bit(id); SNAPSHOT; renumber()
+             :: !done && !RV_MATCHES -> cFresh = cFresh & ~bit(id);   /* lost a race: re-read */
+                printf("  sync %d: patch fails its resourceVersion test\n", id)
+             fi;
+             step = 0; wantedPool = 0; tPool = 0; tStEni = false; tStIps = 0; tRel0 = 0; tRel1 = 0;
+             claimed = false
+           );
+           if :: done || !has(cFresh, id) -> break :: else fi
+        od
+     od;
+crashed:
+     atomic {
+       cFresh = cFresh & ~bit(id); sAnn[id] = 0; sStEni = false; sStIps = 0; sPool = 0;
+       sRel0 = 0; sRel1 = 0; xVer[id] = 0; xEni = false; xIps = 0; xMark0 = 0; xMark1 = 0;
+       done = false;
+       renumber()
+     }
+  od
+}
+
+/* The 1.19 agent's answer to one release-ips entry (cilium agent, crd.go). */
+#define ANSWER(i) \
+    if \
+    :: cRel[i] == R_MARKED && has(cPool, i) && !has(holds, i) -> cRel[i] = R_READY \
+    :: cRel[i] == R_MARKED && !(has(cPool, i) && !has(holds, i)) -> cRel[i] = R_DONOT \
+    :: cRel[i] == R_RELEASED && !has(cPool, i) -> cRel[i] = R_NONE \
+    :: else \
+    fi
+
+#if AGENT == 19
+/* A 1.12-1.19 agent: allocates from spec.ipam.pool, reports status.ipam.used, answers release-ips. */
+#define FREE19(i) (podOps < PODOPS && has(cPool, i) && !has(holds, i) && cRel[i] != R_READY && cRel[i] != R_RELEASED)
+proctype Agent() {
+end_idle:
+  do
+  :: atomic {
+       /* [agent19-allocate] a pod gets a pool IP, whose ENI the agent looks up in status */
+       FREE19(0) -> CHECK(status_covers_spec, cStEni && has(cStIps, 0)); holds = holds | bit(0); podOps++;
+       printf("agent: a pod gets ip0\n")
+     }
+  :: atomic {
+       FREE19(1) -> CHECK(status_covers_spec, cStEni && has(cStIps, 1)); holds = holds | bit(1); podOps++;
+       printf("agent: a pod gets ip1\n")
+     }
+  :: atomic {
+       /* [agent19-free] a pod goes away */
+       podOps < PODOPS && holds != 0 ->
+       if :: has(holds, 0) -> holds = holds & ~bit(0) :: has(holds, 1) -> holds = holds & ~bit(1) fi;
+       podOps++;
+       printf("agent: a pod goes away; in use %d\n", holds)
+     }
+  :: atomic {
+       /* [agent19-update-status] status.ipam.used and the handshake answers, on the version read */
+       (cUsed != holds || cRel[0] == R_MARKED || cRel[1] == R_MARKED
+         || (cRel[0] == R_RELEASED && !has(cPool, 0)) || (cRel[1] == R_RELEASED && !has(cPool, 1))) ->
+       cUsed = holds;
+       ANSWER(0); ANSWER(1);
+       cFresh = 0;
+       printf("agent updates status: used=%d release-ips=%d,%d\n", cUsed, cRel[0], cRel[1]);
+       observable()
+     }
+  :: atomic {
+       /* [agent-restart] the agent sets the CiliumNode's annotations to the Node's: ours is gone */
+       faults < MAXFAULTS && cAnn != 0 -> faults++; cAnn = 0; realAnn = 0; cFresh = 0; renumber();
+       printf("agent restarts: the record-version annotation is gone\n"); observable()
+     }
+  od
+}
+#else
+/*
+ * A 1.20 multi-pool agent: derives /32 CIDRs from status.eni.enis, hands them to pods, writes
+ * spec.ipam.pools (requested = in use + pre-allocate, allocated = the CIDRs it holds), releases
+ * by dropping CIDRs from allocated.
+ */
+#define WANT (count(holds) + PRE)
+proctype Agent() {
+end_idle:
+  do
+  :: atomic {
+       /* [agent20-allocate] a pod gets an address of an allocated CIDR */
+       podOps < PODOPS && (cAlloc & ~holds) != 0 ->
+       if
+       :: has(cAlloc, 0) && !has(holds, 0) -> holds = holds | bit(0)
+       :: has(cAlloc, 1) && !has(holds, 1) -> holds = holds | bit(1)
+       fi;
+       podOps++;
+       printf("agent: a pod gets an address; in use %d\n", holds)
+     }
+  :: atomic {
+       /* [agent20-free] */
+       podOps < PODOPS && holds != 0 ->
+       if :: has(holds, 0) -> holds = holds & ~bit(0) :: has(holds, 1) -> holds = holds & ~bit(1) fi;
+       podOps++;
+       printf("agent: a pod goes away; in use %d\n", holds)
+     }
+  :: atomic {
+       /* [agent20-update-spec] spec.ipam.pools: requested, and allocated grown from status or
+          shrunk (the release), on the version read */
+       (cReq != WANT
+         || (count(cAlloc) < WANT && cStEni && (cStIps & ~cAlloc) != 0)
+         || (count(cAlloc) > WANT && (cAlloc & ~holds) != 0)) ->
+       cReq = WANT;
+       if
+       :: count(cAlloc) < WANT && cStEni && has(cStIps & ~cAlloc, 0) -> cAlloc = cAlloc | bit(0)
+       :: count(cAlloc) < WANT && cStEni && has(cStIps & ~cAlloc, 1) -> cAlloc = cAlloc | bit(1)
+       :: count(cAlloc) > WANT && has(cAlloc & ~holds, 1) -> cAlloc = cAlloc & ~bit(1)
+       :: count(cAlloc) > WANT && has(cAlloc & ~holds, 0) -> cAlloc = cAlloc & ~bit(0)
+       :: else
+       fi;
+       cFresh = 0;
+       printf("agent updates spec.ipam.pools: requested=%d allocated=%d\n", cReq, cAlloc);
+       observable()
+     }
+  :: atomic {
+       /* [agent-restart] */
+       faults < MAXFAULTS && cAnn != 0 -> faults++; cAnn = 0; realAnn = 0; cFresh = 0; renumber();
+       printf("agent restarts: the record-version annotation is gone\n"); observable()
+     }
+  od
+}
+#endif
+
+init {
+  atomic {
+#ifdef FOREIGN
+    cOwner = OTHER;
+#endif
+    run Allocator(1);
+#if ALLOCATORS > 1
+    run Allocator(2);
+#endif
+    run Sync(0);
+#if SYNCS > 1
+    run Sync(1);
+#endif
+    run Agent();
+    run Clock()
+  }
+}

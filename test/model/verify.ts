@@ -1,0 +1,315 @@
+/**
+ * `npm run verify`: model-checks test/model/ipam.pml with SPIN, exhaustively.
+ *
+ * - Every configuration of the real protocol must pass: each one prints its state count and every
+ *   property it checks, with its result.
+ * - Every known-wrong variant (a -D mutation switch in the model) must be REJECTED: the checker
+ *   must find a counterexample, which is replayed and printed step by step.
+ * Exits 1 if a property fails on the real model, a search was cut short, or a mutation passes.
+ *
+ * Installs nothing: needs `spin` (Debian package spin) and a C compiler `cc` on PATH (.ci/run
+ * installs both when missing). Search: exhaustive depth-first with partial-order reduction and
+ * -DCOLLAPSE (lossless state compression); no bitstate or hash compaction, so a pass is a proof
+ * over every reachable state of the configuration.
+ *
+ *   npm run verify [-- --only <name>] [--keep]
+ *
+ * --only NAME   run the configurations (and mutation-<name>s) whose name contains NAME
+ * --keep        keep the work directory (pan sources, trails) and print its path
+ */
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+
+/** Properties asserted in the model (its `mtype` of property names) and what each one says. */
+const PROPERTIES = {
+  status_covers_spec:
+    'status covers spec: at every CiliumNode version, every pool IP has its ENI in status with that IP (the agent never fails to find the ENI)',
+  never_backwards: 'never backwards: no sync write carries an older record version than one already written',
+  no_lost_update: 'no lost update: no record write drops a recorded IP that EC2 still has',
+  one_eni_per_slot: 'no second ENI for the slot: EC2 never creates a second ENI, whatever crashed where',
+  in_use_kept:
+    'in-use IPs are kept: an IP a pod holds is never unassigned in EC2 nor (1.19) dropped from spec.ipam.pool',
+  right_node_only:
+    "right node only: nothing is written to a CiliumNode whose spec.instance-id is another instance's",
+  derivable_assigned:
+    '1.20: every address an agent can derive from status.eni.enis is assigned to that ENI in EC2',
+  allocated_kept: '1.20: a CIDR in spec.ipam.pools.allocated is never withdrawn from status nor unassigned',
+} as const;
+type Property = keyof typeof PROPERTIES;
+
+const COMMON: readonly Property[] = [
+  'status_covers_spec',
+  'never_backwards',
+  'no_lost_update',
+  'one_eni_per_slot',
+  'in_use_kept',
+  'right_node_only',
+];
+
+interface Configuration {
+  readonly name: string;
+  readonly description: string;
+  readonly defines: readonly string[];
+  readonly properties: readonly Property[];
+}
+
+interface Mutation {
+  readonly name: string;
+  readonly description: string;
+  readonly defines: readonly string[];
+  /** The property whose violation shows what the variant gets wrong. */
+  readonly expect: Property;
+}
+
+const ACTORS = "2 allocate invocations (one also the sweep's release), 2 syncs, 1 agent, 1 crash";
+
+/** The real protocol. MAXFAULTS: crashes of our invocations and agent restarts, together. */
+const CONFIGURATIONS: readonly Configuration[] = [
+  {
+    name: 'crd-agent',
+    description: `1.19 CRD agent (pool, used, release-ips handshake): ${ACTORS}, 2 pod starts/stops`,
+    defines: ['AGENT=19', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: COMMON,
+  },
+  {
+    name: 'crd-agent-reuse',
+    description:
+      '1.19 CRD agent, 3 pod starts/stops (a pod takes an IP during its release handshake): 2 allocate invocations, 1 sync, 1 agent, 1 crash',
+    defines: ['AGENT=19', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=3'],
+    properties: COMMON,
+  },
+  {
+    name: 'multi-pool-agent',
+    description: `1.20 multi-pool agent (pools.requested/allocated, release by dropping CIDRs): ${ACTORS}, 2 pod starts/stops`,
+    defines: ['AGENT=20', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: [...COMMON, 'derivable_assigned', 'allocated_kept'],
+  },
+  {
+    name: 'foreign-ciliumnode',
+    description: `the CiliumNode of our node name names another instance: ${ACTORS}`,
+    defines: ['AGENT=19', 'FOREIGN', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: COMMON,
+  },
+];
+
+/** Known-wrong variants; each runs in the smallest configuration that shows its failure. */
+const MUTATIONS: readonly Mutation[] = [
+  {
+    name: 'two-place-snapshot',
+    description:
+      'cilium before #19923: the pool is taken from a second, later read, not the version status was written from',
+    defines: ['MUT_TWO_PLACE', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=2'],
+    expect: 'status_covers_spec',
+  },
+  {
+    name: 'spec-before-status',
+    description: 'the sync writes spec.ipam.pool before status.eni.enis',
+    defines: ['MUT_SPEC_FIRST', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=2'],
+    expect: 'status_covers_spec',
+  },
+  {
+    name: 'unguarded-patch',
+    description: 'CiliumNode patches without the resourceVersion test',
+    defines: ['MUT_UNGUARDED', 'ALLOCATORS=1', 'MAXFAULTS=0', 'PODOPS=1'],
+    expect: 'never_backwards',
+  },
+  {
+    name: 'release-without-handshake',
+    description: 'excess IPs unassigned as soon as status.ipam.used does not list them, without release-ips',
+    defines: ['MUT_NO_HANDSHAKE', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=3'],
+    expect: 'in_use_kept',
+  },
+  {
+    name: 'blind-record-put',
+    description: 'node-record writes without the version condition',
+    defines: ['MUT_BLIND_PUT', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+    expect: 'no_lost_update',
+  },
+  {
+    name: 'zero-release-delay',
+    description:
+      'the timing assumption dropped: a new mark goes to marked-for-release while an answer from an aborted handshake is still on the CiliumNode',
+    defines: ['ZERO_DELAY', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=3'],
+    expect: 'in_use_kept',
+  },
+];
+
+interface PanResult {
+  readonly errors: number;
+  readonly states: number;
+  readonly transitions: number;
+  readonly seconds: number;
+  readonly memoryMb: number;
+  /** Why the search did not cover every state, if it did not. */
+  readonly incomplete?: string;
+  readonly output: string;
+}
+
+const modelSource = resolve(import.meta.dirname, 'ipam.pml');
+
+function run(command: string, args: readonly string[], cwd: string) {
+  const result = spawnSync(command, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (result.error) throw new Error(`${command}: ${result.error.message}`);
+  return { status: result.status ?? 1, output: `${result.stdout}${result.stderr}` };
+}
+
+function requireTool(command: string, args: readonly string[], hint: string): string {
+  const result = spawnSync(command, args, { encoding: 'utf8' });
+  if (result.error || result.status !== 0) {
+    console.error(`verify: ${command} is not available (${hint}); nothing was checked`);
+    process.exit(1);
+  }
+  return `${result.stdout}${result.stderr}`.trim().split('\n')[0] ?? command;
+}
+
+function number(output: string, pattern: RegExp): number {
+  const match = output.match(pattern);
+  return match ? Number(match[1]) : Number.NaN;
+}
+
+/** Generates, compiles and runs the verifier for one set of -D switches in its own directory. */
+function check(
+  workDir: string,
+  name: string,
+  defines: readonly string[],
+  panFlags: readonly string[] = [],
+): { pan: PanResult; dir: string } {
+  const dir = join(workDir, name);
+  mkdirSync(dir, { recursive: true });
+  copyFileSync(modelSource, join(dir, 'ipam.pml'));
+  const flags = defines.map((define) => `-D${define}`);
+  const generate = run('spin', [...flags, '-a', 'ipam.pml'], dir);
+  if (generate.status !== 0) throw new Error(`spin -a failed for ${name}:\n${generate.output}`);
+  const compile = run('cc', ['-O2', '-DSAFETY', '-DCOLLAPSE', '-DMEMLIM=4096', '-o', 'pan', 'pan.c'], dir);
+  if (compile.status !== 0) throw new Error(`cc failed for ${name}:\n${compile.output}`);
+  const started = process.hrtime.bigint();
+  const verifier = run('./pan', ['-m3000000', ...panFlags], dir);
+  const wallSeconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const output = verifier.output;
+  const incomplete = output.includes('max search depth too small')
+    ? 'the search depth limit was reached'
+    : output.includes('out of memory') || output.includes('memory limit')
+      ? 'out of memory'
+      : undefined;
+  return {
+    dir,
+    pan: {
+      errors: number(output, /errors: (\d+)/),
+      states: number(output, /(\d+) states, stored/),
+      transitions: number(output, /(\d+) transitions \(= stored\+matched\)/),
+      seconds: wallSeconds,
+      memoryMb: number(output, /([\d.]+)\s+total actual memory usage/),
+      ...(incomplete ? { incomplete } : {}),
+      output,
+    },
+  };
+}
+
+/** The counterexample as the model's own step-by-step printout, and the property it violates. */
+function counterexample(dir: string, defines: readonly string[]): { trace: string[]; violated?: string } {
+  const replay = run('spin', [...defines.map((define) => `-D${define}`), '-t', 'ipam.pml'], dir);
+  const lines = replay.output
+    .split('\n')
+    .map((line) => line.trim())
+    // the replay ends with a dump of every variable and process: keep the model's own printout
+    .filter(
+      (line) =>
+        line.length > 0 && !/^(spin:|#processes|\d+ process|[\w[\]():]+ = -?\d+$|\d+:\s+proc)/.test(line),
+    );
+  const violated = lines.map((line) => line.match(/^PROPERTY (\w+) VIOLATED$/)?.[1]).find(Boolean);
+  return { trace: lines, ...(violated ? { violated } : {}) };
+}
+
+function figures(pan: PanResult): string {
+  return `${pan.states.toLocaleString('en-US')} states, ${pan.transitions.toLocaleString('en-US')} transitions, ${pan.memoryMb.toFixed(0)} MB, ${pan.seconds.toFixed(1)} s`;
+}
+
+function main(): void {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: { only: { type: 'string' }, keep: { type: 'boolean', default: false } },
+  });
+  const selected = <T extends { name: string }>(items: readonly T[], prefix = '') =>
+    items.filter((item) => values.only === undefined || `${prefix}${item.name}`.includes(values.only));
+  const spinVersion = requireTool('spin', ['-V'], 'install the Debian package spin');
+  requireTool('cc', ['--version'], 'install a C compiler, e.g. the Debian package gcc');
+
+  const workDir = mkdtempSync(join(tmpdir(), 'ipam-model-'));
+  const failures: string[] = [];
+  const started = Date.now();
+  console.log(`model check of test/model/ipam.pml with ${spinVersion}`);
+  console.log(
+    'exhaustive search: depth-first, partial-order reduction, -DCOLLAPSE (no bitstate, no hash compaction)',
+  );
+  try {
+    for (const configuration of selected(CONFIGURATIONS)) {
+      const { pan, dir } = check(workDir, configuration.name, configuration.defines);
+      console.log(`\n${configuration.name}: ${configuration.description}`);
+      console.log(`  -D ${configuration.defines.join(' -D ')}`);
+      console.log(`  ${figures(pan)}`);
+      if (pan.incomplete !== undefined || Number.isNaN(pan.states)) {
+        failures.push(
+          `${configuration.name}: search incomplete (${pan.incomplete ?? 'no summary from pan'})`,
+        );
+        console.log(`  INCOMPLETE: ${pan.incomplete ?? pan.output}`);
+        continue;
+      }
+      if (pan.errors === 0) {
+        for (const property of configuration.properties)
+          console.log(`  holds     ${property}: ${PROPERTIES[property]}`);
+        console.log('  holds     no deadlock: no reachable state where every actor is stuck');
+      } else {
+        const { trace, violated } = counterexample(dir, configuration.defines);
+        failures.push(`${configuration.name}: ${violated ?? 'an invalid end state'} violated`);
+        for (const property of configuration.properties)
+          console.log(
+            `  ${property === violated ? 'VIOLATED' : 'unknown '}  ${property}: ${PROPERTIES[property]}`,
+          );
+        console.log('  counterexample:');
+        for (const line of trace) console.log(`    ${line}`);
+      }
+    }
+
+    for (const mutation of selected(MUTATIONS, 'mutation-')) {
+      // -i: keep searching for shorter counterexamples, so the printed one is short
+      const { pan, dir } = check(workDir, `mutation-${mutation.name}`, mutation.defines, ['-i']);
+      console.log(`\nmutation ${mutation.name}: ${mutation.description}`);
+      console.log(`  -D ${mutation.defines.join(' -D ')}`);
+      console.log(`  ${figures(pan)}`);
+      if (pan.errors === 0 || Number.isNaN(pan.errors)) {
+        failures.push(`mutation ${mutation.name} was NOT rejected`);
+        console.log(
+          `  NOT REJECTED${pan.incomplete ? ` (${pan.incomplete})` : ''}: the checker found no counterexample`,
+        );
+        continue;
+      }
+      const { trace, violated } = counterexample(dir, mutation.defines);
+      if (violated !== mutation.expect) {
+        failures.push(
+          `mutation ${mutation.name}: expected ${mutation.expect} to fail, got ${violated ?? 'no property'}`,
+        );
+      }
+      console.log(
+        `  rejected: ${violated ?? 'no property named'} (${violated ? PROPERTIES[violated as Property] : ''})`,
+      );
+      console.log('  counterexample (IP sets as bits: 1 = ip0, 2 = ip1, 3 = both; v = record version):');
+      for (const line of trace) console.log(`    ${line}`);
+    }
+  } finally {
+    if (values.keep) console.log(`\nwork directory kept: ${workDir}`);
+    else rmSync(workDir, { recursive: true, force: true });
+  }
+
+  const seconds = ((Date.now() - started) / 1000).toFixed(0);
+  if (failures.length > 0) {
+    console.log(`\nverify: FAILED after ${seconds} s`);
+    for (const failure of failures) console.log(`  ${failure}`);
+    process.exit(1);
+  }
+  console.log(`\nverify: every property holds on the model, every mutation was rejected (${seconds} s)`);
+}
+
+main();
