@@ -337,11 +337,11 @@ inline releaseInvocation() {
 
 proctype Allocator(byte me) {
   byte aIps, aMark0, aMark1, aTarget, unassign, nMark0, nMark1;
-  bool aEni, mine;
+  bool aEni, mine, releasing;
 end_idle:
   do
-  :: allocateInvocation(); goto finished
-  :: me == 1 -> releaseInvocation(); goto finished   /* the sweep also runs the release */
+  :: !releasing -> allocateInvocation(); goto finished
+  :: releasing -> releaseInvocation(); goto finished
 crashed:
 finished:
      /* an invocation that ends holding the lease (crashed, or its last write lost a race)
@@ -349,7 +349,8 @@ finished:
      atomic {
        if :: mine && rLease == me -> leaseAlive = false :: else fi;
        rFresh = rFresh & ~bit(me - 1); aIps = 0; aMark0 = 0; aMark1 = 0; aTarget = 0;
-       unassign = 0; nMark0 = 0; nMark1 = 0; aEni = false; mine = false
+       unassign = 0; nMark0 = 0; nMark1 = 0; aEni = false; mine = false;
+       releasing = (me == 1 && !releasing)   /* the sweep (allocator 1) also runs the release */
      }
   od
 }
@@ -627,6 +628,21 @@ end_idle:
      }
   od
 }
+#endif
+
+/*
+ * Liveness (checked with weak fairness, pan -a -f): once the faults have stopped (they are bounded)
+ * and the agent's demand is final, every node is eventually served for good: its pool (1.19) or
+ * its status (1.20) holds the IPs the demand asks for, up to the slots there are.
+ */
+#define AT_LEAST_OR_FULL(n, x) ((n) >= (x) || (n) >= NI)
+#if AGENT == 19
+#define SERVED (cUsed == holds && AT_LEAST_OR_FULL(count(cPool), count(cUsed) + PRE))
+#else
+#define SERVED (cReq == WANT && cStEni && AT_LEAST_OR_FULL(count(cStIps), cReq))
+#endif
+#ifdef LIVENESS
+ltl served { <>[] SERVED }
 #endif
 
 init {
