@@ -12,6 +12,8 @@
  *   AGENT=19   a 1.12-1.19 agent: spec.ipam.pool, status.ipam.used, the release-ips handshake
  *   AGENT=20   a 1.20 multi-pool agent: spec.ipam.pools.requested/allocated from status.eni.enis
  *   FOREIGN    the CiliumNode of our node name belongs to another instance
+ *   CIDR_RELEASE  (AGENT=20) the sweep runs the multi-pool CIDR release; today the checker finds a
+ *              race in it (README, "Model-checked"), so it is run as a known hazard
  * Known-wrong variants the checker must reject (each a -D switch):
  *   MUT_TWO_PLACE     cilium before #19923: the pool comes from a second, later read of the state
  *   MUT_SPEC_FIRST    the sync writes the pool before the ENIs it references
@@ -111,6 +113,8 @@ byte sAnn[2];        /* each sync's read of the annotation */
 hidden int u, n1, n2, n3, n4, n5, n6, n7;
 /* the real version numbers, for the printed counterexamples only (nothing depends on them) */
 hidden byte realVer, realAnn, realRead[2];
+hidden int headroom;
+hidden byte withheld;
 hidden byte target, excess, wantedPool, tStIps, tPool, tRel0, tRel1, step, xUsed, xPool, xRel0, xRel1;
 hidden byte tStEni, claimed, trusted, multiPool;
 
@@ -179,6 +183,44 @@ inline demandTarget() {
 #define leasedByOther (rLease != 0 && !mine && !leaseExpired)
 
 /*
+ * 1.20 multi-pool nodes: the record's entries (NodeRecord.cidrReleases, in rMark for AGENT=20)
+ * and planCidrRelease's rules for one /32 CIDR.
+ */
+#define C_NONE 0
+#define C_PENDING 1
+#define C_WITHDRAWING 2
+#define C_RELEASED 3   /* a tombstone: a Describe still listing it is not believed */
+#if AGENT == 20
+#define TOMBSTONED(m0, m1) (((m0) == C_RELEASED -> 1 : 0) | ((m1) == C_RELEASED -> 2 : 0))
+#define REASSIGNED(added) \
+    if :: has(added, 0) && aMark0 == C_RELEASED -> aMark0 = C_NONE :: else fi; \
+    if :: has(added, 1) && aMark1 == C_RELEASED -> aMark1 = C_NONE :: else fi
+#define WITHHELD(m0, m1) ((((m0) == C_WITHDRAWING -> 1 : 0) | ((m1) == C_WITHDRAWING -> 2 : 0)) & ~cAlloc)
+#else
+#define TOMBSTONED(m0, m1) 0
+#define REASSIGNED(added) skip
+#define WITHHELD(m0, m1) 0
+#endif
+#define PUBLISHED(i) (cStEni && has(cStIps, i))
+#define NEXT_CIDR(i, m, n) \
+    n = m; \
+    if \
+    :: m == C_RELEASED -> n = C_NONE   /* the tombstone expires (EC2 reads are consistent here) */ \
+    :: m != C_RELEASED && m != C_NONE && !has(aIps, i) -> n = C_RELEASED   /* gone from EC2 */ \
+    :: m != C_RELEASED && m != C_NONE && has(aIps, i) && !multiPool -> n = C_NONE \
+    :: m != C_RELEASED && m != C_NONE && has(aIps, i) && multiPool && has(cAlloc, i) -> n = C_NONE \
+    :: m == C_WITHDRAWING && has(aIps, i) && multiPool && !has(cAlloc, i) && !PUBLISHED(i) -> \
+       unassign = unassign | bit(i); n = C_RELEASED \
+    :: else \
+    fi; \
+    if \
+    :: multiPool && has(aIps, i) && !has(cAlloc, i) && n == C_NONE && m == C_NONE -> n = C_PENDING \
+    :: multiPool && has(aIps, i) && !has(cAlloc, i) && n == C_PENDING && m == C_PENDING && headroom >= 1 -> \
+       n = C_WITHDRAWING; headroom = headroom - 1   /* the release delay has elapsed */ \
+    :: else \
+    fi
+
+/*
  * One allocate invocation (allocate-node allocateNode / allocateOnce), also what the sweep runs
  * for a node that needs it. A conflict ends it (allocateNode re-plans; the next event or sweep
  * does the same).
@@ -188,7 +230,7 @@ inline allocateInvocation() {
   READ(
     if :: leasedByOther -> goto finished :: else fi;   /* busy: another invocation holds the node */
     rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
-    aEni = (eniSt == 2); aIps = (eniSt == 2 -> eniIps : 0);
+    aEni = (eniSt == 2); aIps = (eniSt == 2 -> eniIps : 0) & ~TOMBSTONED(aMark0, aMark1);
     demandTarget(); aTarget = target; target = 0;
     printf("allocator %d: allocate reads record v%d (ips=%d) and EC2 (eni=%d ips=%d); wants %d IPs\n", me, realVer, rIps, eniSt, eniIps, aTarget)
   );
@@ -222,6 +264,7 @@ inline allocateInvocation() {
           :: !has(eniIps, 0) -> eniIps = eniIps | bit(0)
           :: else -> eniIps = eniIps | bit(1)
           fi;
+          REASSIGNED(eniIps & ~aIps);   /* a tombstoned CIDR EC2 assigned again: its entry goes */
           aIps = eniIps;
           printf("  allocator %d: EC2 AssignPrivateIpAddresses -> ips=%d\n", me, eniIps);
           observable()
@@ -335,13 +378,76 @@ inline releaseInvocation() {
   fi
 }
 
+/*
+ * One multi-pool release invocation (release-cidrs releaseMultiPoolCidrs / releaseCidrsOnce with
+ * planCidrRelease): a CIDR the agent dropped from allocated goes pending, then withdrawing (the sync
+ * withdraws it from pool and status only from a version whose allocated lacks it), then is
+ * unassigned after a fresh re-check, and tombstoned.
+ */
+inline releaseCidrsInvocation() {
+  /* [cidr-release-read-record] */
+  READ(
+    if :: rVer == 0 || leasedByOther -> goto finished :: else fi;
+    rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
+    printf("allocator %d: CIDR release reads record v%d (entries=%d,%d)\n", me, realVer, aMark0, aMark1)
+  );
+  /* [cidr-release-observe] the CiliumNode and the attached ENIs at once, and
+     [cidr-release-plan] planCidrRelease */
+  READ(
+    aEni = (eniSt == 2); aIps = (eniSt == 2 -> eniIps : 0) & ~TOMBSTONED(aMark0, aMark1);
+    multiPool = (cOwner == ME && cReq > 0 && cUsed == 0);
+    headroom = count(aIps) - cReq;
+    unassign = 0;
+    NEXT_CIDR(0, aMark0, nMark0);
+    NEXT_CIDR(1, aMark1, nMark1);
+    printf("  allocator %d: CIDR release reads CiliumNode (requested=%d allocated=%d status ips=%d) and EC2 (ips=%d): entries -> %d,%d, unassign %d\n", me, cReq, cAlloc, cStIps, aIps, nMark0, nMark1, unassign);
+    multiPool = false; headroom = 0
+  );
+  if
+  :: nMark0 == aMark0 && nMark1 == aMark1 && unassign == 0 -> skip
+  :: unassign == 0 && (nMark0 != aMark0 || nMark1 != aMark1) ->
+     /* [cidr-release-update] the entries only: one conditional write */
+     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip))
+  :: unassign != 0 ->
+     /* [cidr-release-claim] */
+     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished));
+     /* [cidr-release-recheck] a fresh CiliumNode read right before the call */
+     READ(
+       if
+       :: !(cOwner == ME && cReq > 0 && cUsed == 0) || (cAlloc & unassign) != 0 || (cStEni && (cStIps & unassign) != 0) ->
+          printf("  allocator %d: the CIDR is wanted again; not releasing it\n", me);
+          if :: has(unassign, 0) -> nMark0 = aMark0 :: else fi;
+          if :: has(unassign, 1) -> nMark1 = aMark1 :: else fi;
+          unassign = 0
+       :: else
+       fi
+     );
+     /* [cidr-release-unassign] UnassignPrivateIpAddresses */
+     STEP(
+       CHECK(in_use_kept, (holds & unassign) == 0);
+       UNASSIGN_CHECK_ALLOCATED;
+       eniIps = eniIps & ~unassign; aIps = aIps & ~unassign;
+       printf("  allocator %d: EC2 UnassignPrivateIpAddresses %d -> ips=%d\n", me, unassign, eniIps);
+       observable()
+     );
+     /* [cidr-release-record] what EC2 confirmed, the tombstones, the lease given back */
+     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip))
+  fi
+}
+
 proctype Allocator(byte me) {
   byte aIps, aMark0, aMark1, aTarget, unassign, nMark0, nMark1;
   bool aEni, mine, releasing;
 end_idle:
   do
   :: !releasing -> allocateInvocation(); goto finished
+#if AGENT == 20 && defined(CIDR_RELEASE)
+  :: releasing -> releaseCidrsInvocation(); goto finished
+#elif AGENT == 20
+  :: releasing -> goto finished   /* without CIDR_RELEASE the sweep releases nothing on 1.20 nodes */
+#else
   :: releasing -> releaseInvocation(); goto finished
+#endif
 crashed:
 finished:
      /* an invocation that ends holding the lease (crashed, or its last write lost a race)
@@ -403,26 +509,31 @@ end_idle:
  * 2 status, 3 spec, 4 stale record, 5 foreign CiliumNode.
  */
 inline planSync() {
-  wantedPool = xIps;
+  withheld = WITHHELD(xMark0, xMark1);
+  wantedPool = xIps & ~withheld;
+#if AGENT == 19
   if :: leaving(xMark0) -> wantedPool = wantedPool & ~bit(0) :: else fi;
   if :: leaving(xMark1) -> wantedPool = wantedPool & ~bit(1) :: else fi;
+#endif
   claimed = (S_Ann == xVer[id]);
   tPool = 0; tStEni = false; tStIps = 0; tRel0 = 0; tRel1 = 0;
   if
   :: cOwner != ME -> step = 5   /* spec.instance-id never changes: read with the CiliumNode */
   :: cOwner == ME && S_Ann > xVer[id] -> step = 4
   :: else ->
+#if AGENT == 19
      REL_TARGET(xMark0, S_Rel0, tRel0);
      REL_TARGET(xMark1, S_Rel1, tRel1);
+#endif
      if
-     :: !claimed && ((S_Pool & ~wantedPool) != 0 || (S_StEni && !xEni) || (S_StIps & ~xIps) != 0) ->
+     :: !claimed && ((S_Pool & ~wantedPool) != 0 || (S_StEni && !xEni) || (S_StIps & ~(xIps & ~withheld)) != 0) ->
         step = 1; tPool = S_Pool & wantedPool
      :: else ->
         if
-        :: claimed && xEni -> tStEni = true; tStIps = xIps | (S_Pool & S_StIps)
+        :: claimed && xEni -> tStEni = true; tStIps = (xIps & ~withheld) | (S_Pool & S_StIps)
         :: claimed && !xEni && S_StEni && (S_Pool & S_StIps) != 0 -> tStEni = true; tStIps = S_StIps
         :: claimed && !xEni && !(S_StEni && (S_Pool & S_StIps) != 0) -> tStEni = false; tStIps = 0
-        :: !claimed -> tStEni = S_StEni || xEni; tStIps = S_StIps | xIps
+        :: !claimed -> tStEni = S_StEni || xEni; tStIps = S_StIps | (xIps & ~withheld)
         fi;
 #ifdef MUT_SPEC_FIRST
         tPool = wantedPool;

@@ -129,6 +129,13 @@ const MUTATIONS: readonly Mutation[] = [
     expect: 'no_lost_update',
   },
   {
+    name: 'multi-pool-cidr-release',
+    description:
+      'not a mutation: the current 1.20 CIDR release (release-cidrs.ts) without its timing assumption. A CIDR assigned but not yet published goes pending, withdrawing and is unassigned (it is not in status), while a sync that read the record before the withdrawal publishes it afterwards: safe only while the release delay outlasts every sync invocation',
+    defines: ['AGENT=20', 'CIDR_RELEASE', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=2'],
+    expect: 'derivable_assigned',
+  },
+  {
     name: 'zero-release-delay',
     description:
       'the timing assumption dropped: a new mark goes to marked-for-release while an answer from an aborted handshake is still on the CiliumNode',
