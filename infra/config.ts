@@ -24,8 +24,7 @@ export interface StackConfig {
    * (the local cloud only: the functions read KUBECONFIG; a deploy is refused).
    */
   readonly kubernetesAccess: 'access-entry' | 'aws-auth' | 'none';
-  readonly kubernetesGroup: string;
-  /** The EKS API endpoint and CA bundle (base64), for IAM-token access; required with eks-access-entry. */
+  /** The EKS API endpoint and CA bundle (base64), for IAM-token access; required unless kubernetesAccess is none. */
   readonly eksEndpoint: string;
   readonly eksCertificateAuthorityData: string;
   readonly sweepRateMinutes: number;
@@ -164,11 +163,6 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
     eniTags: tagMap('eniTags'),
     nodeNaming: oneOf('nodeNaming', ['private-dns-name', 'instance-id'] as const),
     kubernetesAccess: oneOf('kubernetesAccess', ['access-entry', 'aws-auth', 'none'] as const),
-    kubernetesGroup: text(
-      'kubernetesGroup',
-      /^(?!system:)[a-z0-9][a-z0-9:._-]{0,62}$/,
-      'a group name not starting with system:',
-    ),
     eksEndpoint: '',
     eksCertificateAuthorityData: '',
     sweepRateMinutes: count('sweepRateMinutes', 1, 60),
@@ -236,6 +230,11 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
       );
     }
     config.region ??= endpointRegion;
+  }
+  if (get('kubernetesGroup') !== undefined) {
+    problems.push(
+      `${PREFIX}kubernetesGroup: no longer read; the functions map to the groups of infra/kubernetes-access.ts (apply infra/kubernetes/rbac.yaml)`,
+    );
   }
   if (problems.length > 0) {
     throw new StackConfigError(`invalid stack configuration:\n  ${problems.join('\n  ')}`);

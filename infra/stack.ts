@@ -18,6 +18,7 @@ import { grantEniManagement } from './ec2-permissions.ts';
 import { placeInVpc } from './function-vpc.ts';
 import { IpamFunction } from './ipam-function.ts';
 import { outputAwsAuthMappings } from './kubernetes-identities.ts';
+import { FUNCTION_KUBERNETES_GROUPS, type IpamFunctionId } from './kubernetes-access.ts';
 import { NodeTable } from './node-table.ts';
 
 export interface EniIpamStackProps extends StackProps {
@@ -158,7 +159,7 @@ export class EniIpamStack extends Stack {
         kubernetesClients.map((client) => ({
           name: client.node.id,
           role: client.role,
-          groups: [config.kubernetesGroup],
+          groups: [FUNCTION_KUBERNETES_GROUPS[client.node.id as IpamFunctionId].name],
         })),
       );
     }
@@ -294,16 +295,16 @@ export class EniIpamStack extends Stack {
   }
 
   private grantKubernetesAccess(config: StackConfig): void {
-    for (const [id, fn] of [
-      ['AllocateAccess', this.allocateFunction],
-      ['SweepAccess', this.sweepFunction],
-      ['SyncAccess', this.syncFunction],
+    for (const [functionId, fn] of [
+      ['Allocate', this.allocateFunction],
+      ['Sweep', this.sweepFunction],
+      ['Sync', this.syncFunction],
     ] as const) {
-      new eks.CfnAccessEntry(this, id, {
+      new eks.CfnAccessEntry(this, `${functionId}Access`, {
         clusterName: config.clusterName,
         principalArn: fn.role.roleArn,
         type: 'STANDARD',
-        kubernetesGroups: [config.kubernetesGroup],
+        kubernetesGroups: [FUNCTION_KUBERNETES_GROUPS[functionId].name],
       });
     }
   }

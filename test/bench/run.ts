@@ -1,11 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ENI_TAG_KEYS } from '../../functions/aws/eni-tags.ts';
 import type { DynamoNodeRecordStore } from '../../functions/aws/node-table.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import { isNonMutatingAction } from '../emulators/ec2/throttling.ts';
-import { DEFAULT_TOKEN, kubeconfigYaml } from '../emulators/k8s/index.ts';
 import { type LocalCloud, startLocalCloud } from '../local-cloud/local-cloud.ts';
 import { summarize } from '../local-cloud/summary.ts';
 import { synthesizeStack } from '../local-cloud/synthesize.ts';
@@ -170,8 +169,6 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     cleanups.push(() => Promise.all(taps.map((tap) => tap.close())).then(() => {}));
     const workDirectory = mkdtempSync(join(tmpdir(), 'bench-'));
     cleanups.push(() => rmSync(workDirectory, { recursive: true, force: true }));
-    const kubeconfigPath = join(workDirectory, 'kubeconfig');
-    writeFileSync(kubeconfigPath, kubeconfigYaml(k8sTap.url, DEFAULT_TOKEN));
 
     const clock = scaledClock(options.scale);
     const syncLog: SyncLogEntry[] = [];
@@ -188,8 +185,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       environment: {
         AWS_ENDPOINT_URL_EC2: ec2Tap.url,
         AWS_ENDPOINT_URL_DYNAMODB: dynamoDbTap.url,
-        KUBECONFIG: kubeconfigPath,
       },
+      kubernetesUrl: k8sTap.url,
       ec2: { throttling: true, clock },
       onLog: ({ functionName, stream, text }) => {
         options.functionLog?.(`${functionName} ${stream}: ${text}`);

@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { nodeTableSchema } from '../../functions/aws/node-table-schema.ts';
 import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
 import { readStackConfig, StackConfigError } from '../../infra/config.ts';
+import { CILIUMNODE_READER, CILIUMNODE_WRITER, type IpamFunctionId } from '../../infra/kubernetes-access.ts';
 
 /** Synthesizes with cdk.json's defaults; esbuild bundling skipped (a separate test bundles). */
 function synthesize(overrides: Record<string, unknown> = {}): Template {
@@ -155,16 +156,18 @@ describe('the stack', () => {
     expect(actions).not.toContain('dynamodb:PutItem');
   });
 
-  it('maps every function role to the Kubernetes group through an EKS access entry', () => {
-    const entries = Object.values(template.findResources('AWS::EKS::AccessEntry'));
-    expect(entries).toHaveLength(3);
-    for (const entry of entries) {
-      expect(entry.Properties).toMatchObject({
-        ClusterName: 'my-cluster',
-        KubernetesGroups: ['serverless-eni-ipam'],
-        Type: 'STANDARD',
-      });
-    }
+  it('maps the allocate and sweep roles to the reader group, the sync role to the writer group', () => {
+    const entries = template.findResources('AWS::EKS::AccessEntry');
+    expect(Object.keys(entries)).toHaveLength(3);
+    const groupOf = (functionId: IpamFunctionId) => {
+      const [entry] = Object.entries(entries).filter(([logicalId]) => logicalId.startsWith(functionId));
+      expect(entry?.[1].Properties).toMatchObject({ ClusterName: 'my-cluster', Type: 'STANDARD' });
+      expect(JSON.stringify(entry?.[1].Properties.PrincipalArn)).toContain(`${functionId}Role`);
+      return entry?.[1].Properties.KubernetesGroups;
+    };
+    expect(groupOf('Allocate')).toEqual([CILIUMNODE_READER.name]);
+    expect(groupOf('Sweep')).toEqual([CILIUMNODE_READER.name]);
+    expect(groupOf('Sync')).toEqual([CILIUMNODE_WRITER.name]);
   });
 
   it('alarms on dead letters, errors, throttles and stream iterator age', () => {
@@ -187,10 +190,10 @@ describe('configuration', () => {
       message: /eni-ipam:preAllocate/,
     },
     {
-      case: 'a system: group',
+      case: 'the removed single group',
       key: 'eni-ipam:kubernetesGroup',
-      value: 'system:masters',
-      message: /kubernetesGroup/,
+      value: 'serverless-eni-ipam',
+      message: /kubernetesGroup: no longer read/,
     },
     { case: 'an unknown node naming', key: 'eni-ipam:nodeNaming', value: 'hostname', message: /nodeNaming/ },
   ])('refuses $case with a message naming the key', ({ key, value, message }) => {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -18,10 +18,21 @@ import {
   type InstanceRecord,
   startEc2Emulator,
 } from '../emulators/ec2/index.ts';
-import { type K8sEmulator, startK8sEmulator } from '../emulators/k8s/index.ts';
+import {
+  DEFAULT_TOKEN,
+  type K8sEmulator,
+  startK8sEmulator,
+  writeKubeconfig,
+} from '../emulators/k8s/index.ts';
 import { type DynamoDbLocal, startDynamoDbLocal } from '../support/dynamodb-local.ts';
 import { registerCiliumNode } from './cilium-agent.ts';
 import { type AsyncInvocationFailure, AsyncInvoker, type BusEvent, EventBus } from './event-bus.ts';
+import {
+  type FunctionIdentity,
+  functionIdentities,
+  identityOfFunction,
+  kubernetesAuthorization,
+} from './identities.ts';
 import {
   type FunctionStats,
   type InvocationResult,
@@ -85,6 +96,8 @@ export interface LocalCloudOptions {
   readonly agentDelayMs?: number;
   /** Containers per function when the template sets no reserved concurrency (default 4). */
   readonly maxConcurrencyPerFunction?: number;
+  /** Where the functions' kubeconfigs point (e.g. a proxy in front of the emulator); default the emulator. */
+  readonly kubernetesUrl?: string;
   /** Variables added to (or overriding) every function's environment, after the local endpoints. */
   readonly environment?: Readonly<Record<string, string>>;
   /** Stream polling period (default 250 ms, Lambda's 4 polls a second). */
@@ -108,6 +121,7 @@ export interface LocalCloud {
   readonly ec2: Ec2Emulator;
   readonly cluster: ClusterSeed;
   readonly k8s: K8sEmulator;
+  /** A cluster admin's kubeconfig (each function has its own, with its role's group). */
   readonly kubeconfigPath: string;
   readonly table: {
     readonly name: string;
@@ -190,12 +204,13 @@ async function start(
   stopAll: () => Promise<void>,
 ): Promise<LocalCloud> {
   const timeScale = options.timeScale ?? 1;
+  const identities = functionIdentities(LOCAL_ACCOUNT);
   // The stand-ins start while the stack synthesizes (bundling is the slow part).
   const [stackOutcome, dynamoDbOutcome, ec2Outcome, k8sOutcome] = await Promise.allSettled([
     loadStack(options),
     options.dynamoDbEndpoint === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
     startEc2Emulator(options.ec2 ?? {}),
-    startK8sEmulator(),
+    startK8sEmulator(kubernetesAuthorization(identities, DEFAULT_TOKEN)),
   ]);
   if (dynamoDbOutcome.status === 'fulfilled' && dynamoDbOutcome.value) {
     const dynamoDbLocal = dynamoDbOutcome.value;
@@ -233,6 +248,13 @@ async function start(
   const workDirectory = mkdtempSync(join(tmpdir(), 'local-cloud-'));
   cleanups.push(() => rmSync(workDirectory, { recursive: true, force: true }));
   const kubeconfigPath = k8s.writeKubeconfig(workDirectory);
+  const kubernetesUrl = options.kubernetesUrl ?? k8s.url;
+  assertLoopback(kubernetesUrl);
+  const kubeconfigOf = (identity: FunctionIdentity): string => {
+    const directory = join(workDirectory, identity.functionId);
+    mkdirSync(directory);
+    return writeKubeconfig(kubernetesUrl, directory, identity.kubernetesToken);
+  };
 
   const awsClientConfig = {
     region: LOCAL_REGION,
@@ -300,6 +322,7 @@ async function start(
   const runners = new Map<string, LambdaFunctionRunner>();
   for (const definition of model.functions) {
     const functionName = functionNames[definition.logicalId] as string;
+    const identity = identityOfFunction(definition.logicalId, identities);
     const environment = {
       ...resolveEnvironment(definition, localValues),
       ...lambdaRuntimeVariables(definition, functionName),
@@ -309,7 +332,7 @@ async function start(
       AWS_SECRET_ACCESS_KEY: LOCAL_CREDENTIALS.secretAccessKey,
       AWS_SESSION_TOKEN: LOCAL_CREDENTIALS.sessionToken,
       ...endpoints,
-      KUBECONFIG: kubeconfigPath,
+      KUBECONFIG: kubeconfigOf(identity),
       // The bundle targets the Lambda runtime's Node.js; the local one may be older.
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
       ...options.environment,

@@ -135,6 +135,8 @@ export interface RequestRecord extends RequestInfo {
   contentType?: string;
   /** The HTTP status answered, or `dropped` when the socket was destroyed instead. */
   statusCode: number | 'dropped';
+  /** The authenticated user (absent when authentication failed). */
+  user?: string;
   fault?: FaultKind;
 }
 

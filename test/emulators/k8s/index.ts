@@ -2,6 +2,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Faults, RequestLog } from './faults.ts';
 import { DEFAULT_TOKEN, kubeconfigYaml, writeKubeconfig } from './kubeconfig.ts';
+import { type Identity, RbacAuthorizer } from './rbac.ts';
 import type { SchemaVersion } from './schema.ts';
 import { createRequestHandler } from './server.ts';
 import { CiliumNodeStore, type HistoryEntry } from './store.ts';
@@ -25,6 +26,7 @@ export type {
   RequestVerb,
 } from './faults.ts';
 export { DEFAULT_TOKEN, kubeconfigYaml, writeKubeconfig } from './kubeconfig.ts';
+export { ADMIN_IDENTITY, type Identity, RbacAuthorizer, RbacError } from './rbac.ts';
 export { DEFAULT_SCHEMAS, SCHEMA_VERSIONS, type SchemaVersion } from './schema.ts';
 export { ApiError, type KubeStatus } from './status.ts';
 export {
@@ -47,6 +49,13 @@ export interface EmulatorOptions {
   schemas?: readonly SchemaVersion[];
   /** Require `Authorization: Bearer <requireToken>` on every request (401 otherwise). */
   requireToken?: string;
+  /**
+   * Bearer token → identity (user and groups). When given, only these tokens authenticate and each
+   * request is authorized against `rbac`; default: the kubeconfig's token is a cluster admin.
+   */
+  identities?: Readonly<Record<string, Identity>>;
+  /** ClusterRoles and ClusterRoleBindings the identities are authorized by (RBAC). */
+  rbac?: readonly unknown[];
   /** How many of the newest writes a watch can replay; older resourceVersions get 410. Default all. */
   historyWindow?: number;
   /** Clock for creationTimestamp and deletionTimestamp. */
@@ -68,8 +77,8 @@ export interface K8sEmulator {
   /** Sends a BOOKMARK to every open watch that allows bookmarks; returns how many got one. */
   sendBookmarks(): number;
   kubeconfigYaml(): string;
-  /** Writes a kubeconfig file (into `dir`, default a temp dir) and returns its path. */
-  writeKubeconfig(dir?: string): string;
+  /** Writes a kubeconfig file (into `dir`, default a temp dir) carrying `token` (default `token`); returns its path. */
+  writeKubeconfig(dir?: string, token?: string): string;
   /** Ends open watch streams and connections, then stops listening. */
   close(): Promise<void>;
 }
@@ -84,7 +93,15 @@ export async function start(options: EmulatorOptions = {}): Promise<K8sEmulator>
   const faults = new Faults(() => watches.dropAll());
   const requests = new RequestLog();
   const server = createServer(
-    createRequestHandler({ store, watches, faults, requests, requiredToken: options.requireToken }),
+    createRequestHandler({
+      store,
+      watches,
+      faults,
+      requests,
+      requiredToken: options.requireToken,
+      identities: options.identities === undefined ? undefined : new Map(Object.entries(options.identities)),
+      rbac: new RbacAuthorizer(options.rbac ?? []),
+    }),
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -103,7 +120,7 @@ export async function start(options: EmulatorOptions = {}): Promise<K8sEmulator>
     openWatches: () => watches.count(),
     sendBookmarks: () => watches.sendBookmarks(),
     kubeconfigYaml: () => kubeconfigYaml(url, token),
-    writeKubeconfig: (dir) => writeKubeconfig(url, dir, token),
+    writeKubeconfig: (dir, kubeconfigToken = token) => writeKubeconfig(url, dir, kubeconfigToken),
     close: async () => {
       watches.endAll();
       server.closeAllConnections();

@@ -4,6 +4,7 @@ import type { FaultKind, Faults, RequestInfo, RequestLog, RequestRecord } from '
 import { isJsonObject } from './json.ts';
 import { applyJsonPatch, JsonPatchError, parseJsonPatch } from './json-patch.ts';
 import { applyMergePatch } from './merge-patch.ts';
+import { ADMIN_IDENTITY, type Identity, type RbacAuthorizer } from './rbac.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import {
   API_VERSION,
@@ -11,6 +12,7 @@ import {
   badRequest,
   conflict,
   deleted,
+  forbidden,
   GROUP,
   internalError,
   LIST_KIND,
@@ -41,6 +43,12 @@ export interface ServerDependencies {
   requests: RequestLog;
   /** When set, every request must carry `Authorization: Bearer <token>` (else 401). */
   requiredToken: string | undefined;
+  /**
+   * Bearer token → identity. When set, a request without a known token is 401 and each request is
+   * authorized by `rbac` (403 Forbidden outside its rules); unset, every request is the admin.
+   */
+  identities: ReadonlyMap<string, Identity> | undefined;
+  rbac: RbacAuthorizer;
 }
 
 /** kube-apiserver's default `--max-request-bytes` for JSON bodies is 3 MiB. */
@@ -128,8 +136,14 @@ async function handle(deps: ServerDependencies, req: IncomingMessage, res: Serve
     if (deps.requiredToken !== undefined && req.headers.authorization !== `Bearer ${deps.requiredToken}`) {
       throw unauthorized();
     }
+    const identity = authenticate(deps.identities, req.headers.authorization);
+    record.user = identity.user;
     if (route === undefined) throw routeNotFound();
     if (info === undefined) throw methodNotAllowed(method);
+    if (!deps.rbac.allows(identity, info)) {
+      const resource = info.subresource === 'status' ? `${RESOURCE}/status` : RESOURCE;
+      throw forbidden(identity.user, info.verb, resource, info.name);
+    }
     fault = deps.faults.take(info);
     if (fault !== undefined) record.fault = fault;
     if (fault === 'drop-connection') {
@@ -163,6 +177,17 @@ async function handle(deps: ServerDependencies, req: IncomingMessage, res: Serve
     record.statusCode = error.code;
     send(res, errorAnswer(error), error.headers);
   }
+}
+
+function authenticate(
+  identities: ReadonlyMap<string, Identity> | undefined,
+  header: string | undefined,
+): Identity {
+  if (identities === undefined) return ADMIN_IDENTITY;
+  const token = /^Bearer (.+)$/.exec(header ?? '')?.[1];
+  const identity = token === undefined ? undefined : identities.get(token);
+  if (identity === undefined) throw unauthorized();
+  return identity;
 }
 
 function errorAnswer(error: ApiError): Answer {

@@ -149,6 +149,18 @@ export function unauthorized(): ApiError {
   return failure(401, 'Unauthorized', 'Unauthorized');
 }
 
+/** kube-apiserver's RBAC denial, e.g. `ciliumnodes.cilium.io "n" is forbidden: User "u" cannot patch resource "ciliumnodes/status" in API group "cilium.io" at the cluster scope`. */
+export function forbidden(user: string, verb: string, resource: string, name: string | undefined): ApiError {
+  const subject =
+    name === undefined ? `${RESOURCE}.${GROUP}` : `${RESOURCE}.${GROUP} ${JSON.stringify(name)}`;
+  return failure(
+    403,
+    'Forbidden',
+    `${subject} is forbidden: User ${JSON.stringify(user)} cannot ${verb} resource ${JSON.stringify(resource)} in API group ${JSON.stringify(GROUP)} at the cluster scope`,
+    { ...(name === undefined ? {} : { name }), group: GROUP, kind: RESOURCE },
+  );
+}
+
 export function routeNotFound(): ApiError {
   return failure(404, 'NotFound', 'the server could not find the requested resource', {});
 }

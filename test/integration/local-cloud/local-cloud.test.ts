@@ -96,4 +96,17 @@ describe('local cloud running the synthesized stack', () => {
     expect(summary.readyNodes).toBe(2);
     expect(cloud.asyncFailures).toEqual([]);
   });
+
+  it('authorizes each function by its own Kubernetes identity and group, and none was forbidden', () => {
+    const requests = cloud.k8s.requests.all();
+    const usersOf = (verbs: readonly string[]) =>
+      new Set(requests.filter((request) => verbs.includes(request.verb)).map((request) => request.user));
+    expect(usersOf(['create', 'patch'])).toEqual(new Set([expect.stringMatching(/assumed-role\/SyncRole\//)]));
+    expect([...usersOf(['get', 'list'])].sort()).toEqual([
+      expect.stringMatching(/AllocateRole/),
+      expect.stringMatching(/SweepRole/),
+      expect.stringMatching(/SyncRole/),
+    ]);
+    expect(requests.filter((request) => request.statusCode === 401 || request.statusCode === 403)).toEqual([]);
+  });
 });

@@ -1,0 +1,73 @@
+import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CILIUMNODE_READER, CILIUMNODE_WRITER, rbacObjects } from '../../../infra/kubernetes-access.ts';
+import { DEFAULT_TOKEN, type K8sEmulator, kubeconfigYaml, startK8sEmulator } from './index.ts';
+import { apiError, CILIUM_NODES, exampleCiliumNode, mergePatch } from './test-helpers.ts';
+
+const READER_TOKEN = 'reader-token';
+const WRITER_TOKEN = 'writer-token';
+
+let emulator: K8sEmulator;
+
+function apiAs(token: string): CustomObjectsApi {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromString(kubeconfigYaml(emulator.url, token));
+  return kubeConfig.makeApiClient(CustomObjectsApi);
+}
+
+beforeAll(async () => {
+  emulator = await startK8sEmulator({
+    identities: {
+      [DEFAULT_TOKEN]: { user: 'kubernetes-admin', groups: ['system:masters'] },
+      [READER_TOKEN]: { user: 'allocate', groups: [CILIUMNODE_READER.name] },
+      [WRITER_TOKEN]: { user: 'sync', groups: [CILIUMNODE_WRITER.name] },
+    },
+    rbac: rbacObjects(),
+  });
+  emulator.store.create(exampleCiliumNode('node-a'));
+});
+afterAll(() => emulator.close());
+
+const node = { ...CILIUM_NODES, name: 'node-a' };
+const statusPatch = { ...node, body: { status: { ipam: { 'operator-status': { error: '' } } } } };
+
+describe('RBAC of the functions’ groups', () => {
+  it('lets the reader group get and list, and forbids it every write with 403 Forbidden', async () => {
+    const reader = apiAs(READER_TOKEN);
+    await expect(reader.getClusterCustomObject(node)).resolves.toMatchObject({ metadata: { name: 'node-a' } });
+    await expect(reader.listClusterCustomObject(CILIUM_NODES)).resolves.toMatchObject({ items: [{}] });
+    const denied = await apiError(reader.patchClusterCustomObjectStatus(statusPatch, mergePatch()));
+    expect(denied.code).toBe(403);
+    expect(denied.status).toMatchObject({
+      reason: 'Forbidden',
+      message:
+        'ciliumnodes.cilium.io "node-a" is forbidden: User "allocate" cannot patch resource "ciliumnodes/status" in API group "cilium.io" at the cluster scope',
+    });
+    const create = reader.createClusterCustomObject({ ...CILIUM_NODES, body: exampleCiliumNode('node-b') });
+    expect((await apiError(create)).code).toBe(403);
+    expect(emulator.store.get('node-b')).toBeUndefined();
+  });
+
+  it('lets the writer group create and patch main and status, but not delete, update or watch', async () => {
+    const writer = apiAs(WRITER_TOKEN);
+    await writer.patchClusterCustomObjectStatus(statusPatch, mergePatch());
+    await writer.patchClusterCustomObject({ ...node, body: { metadata: { labels: { a: 'b' } } } }, mergePatch());
+    expect((await apiError(writer.deleteClusterCustomObject(node))).code).toBe(403);
+    const current = emulator.store.get('node-a');
+    expect((await apiError(writer.replaceClusterCustomObject({ ...node, body: current }))).code).toBe(403);
+    const watch = await fetch(`${emulator.url}/apis/cilium.io/v2/ciliumnodes?watch=true`, {
+      headers: { authorization: `Bearer ${WRITER_TOKEN}` },
+    });
+    expect(watch.status).toBe(403);
+    expect(emulator.store.get('node-a')?.metadata.labels).toEqual({ a: 'b' });
+  });
+
+  it('answers 401 to an unknown token and records who asked', async () => {
+    const stolen = await fetch(`${emulator.url}/apis/cilium.io/v2/ciliumnodes/node-a`, {
+      headers: { authorization: 'Bearer stolen' },
+    });
+    expect(stolen.status).toBe(401);
+    expect(emulator.requests.count({ user: 'allocate', statusCode: 403 })).toBe(2);
+    expect(emulator.requests.count({ user: 'kubernetes-admin' })).toBe(0);
+  });
+});

@@ -1,0 +1,61 @@
+import { randomBytes } from 'node:crypto';
+import {
+  FUNCTION_KUBERNETES_GROUPS,
+  type IpamFunctionId,
+  KUBERNETES_GROUPS,
+  rbacObjects,
+} from '../../infra/kubernetes-access.ts';
+import type { Identity } from '../emulators/k8s/index.ts';
+import { TemplateError } from './template.ts';
+
+/**
+ * Who each function of the local cloud is: as in the real account, every function runs as its own
+ * role, and EKS maps that role to the Kubernetes group `infra/kubernetes-access.ts` names for it.
+ * Each gets its own bearer token here (the EKS token of its role), so the Kubernetes emulator
+ * authorizes its requests by that group's RBAC, from the same source as `rbac.yaml`.
+ */
+
+export interface FunctionIdentity {
+  readonly functionId: IpamFunctionId;
+  readonly kubernetesToken: string;
+  readonly kubernetes: Identity;
+}
+
+const FUNCTION_IDS = Object.keys(FUNCTION_KUBERNETES_GROUPS) as IpamFunctionId[];
+
+export function functionIdentities(account: string): readonly FunctionIdentity[] {
+  return FUNCTION_IDS.map((functionId) => ({
+    functionId,
+    kubernetesToken: `k8s-aws-v1.local-${functionId}-${randomBytes(12).toString('hex')}`,
+    kubernetes: {
+      // The user name an EKS access entry gives an IAM role by default.
+      user: `arn:aws:sts::${account}:assumed-role/${functionId}Role/${functionId}`,
+      groups: [FUNCTION_KUBERNETES_GROUPS[functionId].name],
+    },
+  }));
+}
+
+/** The Kubernetes emulator's view: token → identity, plus the RBAC every group is granted. */
+export function kubernetesAuthorization(identities: readonly FunctionIdentity[], adminToken: string) {
+  return {
+    identities: Object.fromEntries([
+      [adminToken, { user: 'kubernetes-admin', groups: ['system:masters'] }],
+      ...identities.map((identity) => [identity.kubernetesToken, identity.kubernetes]),
+    ]) as Record<string, Identity>,
+    rbac: rbacObjects(KUBERNETES_GROUPS),
+  };
+}
+
+/** The identity of a template function, by its logical id's prefix (the construct id). */
+export function identityOfFunction(
+  logicalId: string,
+  identities: readonly FunctionIdentity[],
+): FunctionIdentity {
+  const identity = identities.find((candidate) => logicalId.startsWith(candidate.functionId));
+  if (identity === undefined) {
+    throw new TemplateError(
+      `function ${logicalId} has no Kubernetes group: map it in FUNCTION_KUBERNETES_GROUPS (infra/kubernetes-access.ts)`,
+    );
+  }
+  return identity;
+}
