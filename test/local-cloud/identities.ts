@@ -6,7 +6,6 @@ import {
   rbacObjects,
 } from '../../infra/kubernetes-access.ts';
 import type { Identity } from '../emulators/k8s/index.ts';
-import { TemplateError } from './template.ts';
 
 /**
  * Who each function of the local cloud is: as in the real account, every function runs as its own
@@ -16,21 +15,24 @@ import { TemplateError } from './template.ts';
  */
 
 export interface FunctionIdentity {
-  readonly functionId: IpamFunctionId;
+  readonly functionId: string;
   readonly kubernetesToken: string;
   readonly kubernetes: Identity;
 }
 
 const FUNCTION_IDS = Object.keys(FUNCTION_KUBERNETES_GROUPS) as IpamFunctionId[];
 
+/** The identity of every function without a Kubernetes group. */
+const UNGROUPED = 'Ungrouped';
+
 export function functionIdentities(account: string): readonly FunctionIdentity[] {
-  return FUNCTION_IDS.map((functionId) => ({
+  return [...FUNCTION_IDS, UNGROUPED].map((functionId) => ({
     functionId,
     kubernetesToken: `k8s-aws-v1.local-${functionId}-${randomBytes(12).toString('hex')}`,
     kubernetes: {
       // The user name an EKS access entry gives an IAM role by default.
       user: `arn:aws:sts::${account}:assumed-role/${functionId}Role/${functionId}`,
-      groups: [FUNCTION_KUBERNETES_GROUPS[functionId].name],
+      groups: functionId === UNGROUPED ? [] : [FUNCTION_KUBERNETES_GROUPS[functionId as IpamFunctionId].name],
     },
   }));
 }
@@ -46,16 +48,19 @@ export function kubernetesAuthorization(identities: readonly FunctionIdentity[],
   };
 }
 
-/** The identity of a template function, by its logical id's prefix (the construct id). */
+/**
+ * The identity of a template function, by its logical id's prefix (the construct id). A function
+ * the stack maps to no Kubernetes group (it never calls Kubernetes) is authenticated but granted
+ * nothing: any Kubernetes request it made would be Forbidden.
+ */
 export function identityOfFunction(
   logicalId: string,
   identities: readonly FunctionIdentity[],
 ): FunctionIdentity {
-  const identity = identities.find((candidate) => logicalId.startsWith(candidate.functionId));
-  if (identity === undefined) {
-    throw new TemplateError(
-      `function ${logicalId} has no Kubernetes group: map it in FUNCTION_KUBERNETES_GROUPS (infra/kubernetes-access.ts)`,
-    );
-  }
+  const grouped = identities.find(
+    (candidate) => candidate.functionId !== UNGROUPED && logicalId.startsWith(candidate.functionId),
+  );
+  const identity = grouped ?? identities.find((candidate) => candidate.functionId === UNGROUPED);
+  if (identity === undefined) throw new Error('functionIdentities always holds the ungrouped identity');
   return identity;
 }
