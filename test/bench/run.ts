@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ENI_TAG_KEYS } from '../../functions/aws/eni-tags.ts';

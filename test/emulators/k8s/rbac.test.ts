@@ -34,7 +34,9 @@ const statusPatch = { ...node, body: { status: { ipam: { 'operator-status': { er
 describe('RBAC of the functions’ groups', () => {
   it('lets the reader group get and list, and forbids it every write with 403 Forbidden', async () => {
     const reader = apiAs(READER_TOKEN);
-    await expect(reader.getClusterCustomObject(node)).resolves.toMatchObject({ metadata: { name: 'node-a' } });
+    await expect(reader.getClusterCustomObject(node)).resolves.toMatchObject({
+      metadata: { name: 'node-a' },
+    });
     await expect(reader.listClusterCustomObject(CILIUM_NODES)).resolves.toMatchObject({ items: [{}] });
     const denied = await apiError(reader.patchClusterCustomObjectStatus(statusPatch, mergePatch()));
     expect(denied.code).toBe(403);
@@ -51,7 +53,10 @@ describe('RBAC of the functions’ groups', () => {
   it('lets the writer group create and patch main and status, but not delete, update or watch', async () => {
     const writer = apiAs(WRITER_TOKEN);
     await writer.patchClusterCustomObjectStatus(statusPatch, mergePatch());
-    await writer.patchClusterCustomObject({ ...node, body: { metadata: { labels: { a: 'b' } } } }, mergePatch());
+    await writer.patchClusterCustomObject(
+      { ...node, body: { metadata: { labels: { a: 'b' } } } },
+      mergePatch(),
+    );
     expect((await apiError(writer.deleteClusterCustomObject(node))).code).toBe(403);
     const current = emulator.store.get('node-a');
     expect((await apiError(writer.replaceClusterCustomObject({ ...node, body: current }))).code).toBe(403);

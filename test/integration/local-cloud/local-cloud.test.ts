@@ -101,12 +101,16 @@ describe('local cloud running the synthesized stack', () => {
     const requests = cloud.k8s.requests.all();
     const usersOf = (verbs: readonly string[]) =>
       new Set(requests.filter((request) => verbs.includes(request.verb)).map((request) => request.user));
-    expect(usersOf(['create', 'patch'])).toEqual(new Set([expect.stringMatching(/assumed-role\/SyncRole\//)]));
+    expect(usersOf(['create', 'patch'])).toEqual(
+      new Set([expect.stringMatching(/assumed-role\/SyncRole\//)]),
+    );
     expect([...usersOf(['get', 'list'])].sort()).toEqual([
       expect.stringMatching(/AllocateRole/),
       expect.stringMatching(/SweepRole/),
       expect.stringMatching(/SyncRole/),
     ]);
-    expect(requests.filter((request) => request.statusCode === 401 || request.statusCode === 403)).toEqual([]);
+    expect(requests.filter((request) => request.statusCode === 401 || request.statusCode === 403)).toEqual(
+      [],
+    );
   });
 });
