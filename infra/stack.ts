@@ -17,8 +17,8 @@ import { placeholderMessage, placeholdersLeft, refuseDeployUnless } from './depl
 import { grantEniManagement } from './ec2-permissions.ts';
 import { placeInVpc } from './function-vpc.ts';
 import { IpamFunction } from './ipam-function.ts';
-import { outputAwsAuthMappings } from './kubernetes-identities.ts';
 import { FUNCTION_KUBERNETES_GROUPS, type IpamFunctionId } from './kubernetes-access.ts';
+import { outputAwsAuthMappings } from './kubernetes-identities.ts';
 import { NodeTable } from './node-table.ts';
 
 export interface EniIpamStackProps extends StackProps {
