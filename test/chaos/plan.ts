@@ -55,6 +55,10 @@ export interface NodePlan {
   readonly terminateAtMs?: number;
   /** When (after the launch) the agent reports pods on `usedCount` pool IPs in `status.ipam.used`. */
   readonly reportUsed?: { readonly afterMs: number; readonly usedCount: number };
+  /** The cilium-agent version the node starts with: the CRD protocol (1.19) or multi-pool (1.20). */
+  readonly agentVersion: '1.19' | '1.20';
+  /** When (after the launch) the agent is upgraded or downgraded in place to the other version. */
+  readonly switchVersionAfterMs?: number;
 }
 
 export interface EventDelivery {
@@ -123,6 +127,8 @@ export function planRun(seed: number): RunPlan {
   const nodeCount = random.int(3, 8);
   const faultPhaseMs = random.int(2_500, 5_000);
   const nodes: NodePlan[] = [];
+  // Agent versions come from their own stream, so adding them left every other draw of a seed as it was.
+  const agents = random.fork('agent-versions');
   const terminated = random.chance(0.3) ? random.int(0, nodeCount - 1) : undefined;
   for (let index = 0; index < nodeCount; index++) {
     const launchAtMs = random.int(0, 600);
@@ -140,6 +146,8 @@ export function planRun(seed: number): RunPlan {
       ...(random.chance(0.5)
         ? { reportUsed: { afterMs: random.int(800, 3_000), usedCount: random.int(1, 6) } }
         : {}),
+      agentVersion: agents.chance(0.5) ? '1.20' : '1.19',
+      ...(agents.chance(0.3) ? { switchVersionAfterMs: agents.int(1_500, 4_000) } : {}),
     });
   }
 
@@ -282,7 +290,8 @@ export function describePlan(plan: RunPlan): string[] {
     const knobs = Object.entries(node.knobs)
       .map(([name, value]) => `${name}=${value}`)
       .join(',');
-    return `#${index} ${node.instanceType}${knobs ? ` {${knobs}}` : ''}${node.terminateAtMs === undefined ? '' : ' (terminated)'}`;
+    const agent = `${node.agentVersion}${node.switchVersionAfterMs === undefined ? '' : `→${node.agentVersion === '1.19' ? '1.20' : '1.19'}`}`;
+    return `#${index} ${node.instanceType} agent ${agent}${knobs ? ` {${knobs}}` : ''}${node.terminateAtMs === undefined ? '' : ' (terminated)'}`;
   });
   const deliveries = plan.events.filter((event) => event.state === 'running').length;
   return [

@@ -1,7 +1,10 @@
 import { ENI_TAG_KEYS } from '../../functions/aws/eni-tags.ts';
+import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
+import { expandCidr } from '../../functions/core/ip-math.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
-import { registerCiliumNode } from '../local-cloud/cilium-agent.ts';
+import { LocalMultiPoolAgent, registerCiliumNode } from '../local-cloud/cilium-agent.ts';
 import { type LocalCloud, type SynthesizedStack, startLocalCloud } from '../local-cloud/index.ts';
+import { MultiPoolAgentModel } from '../support/cilium-multipool-agent-model.ts';
 import { checkRun } from './checks.ts';
 import { type CrashPoint, describePlan, type NodePlan, planRun, type RunPlan } from './plan.ts';
 import { Prng } from './prng.ts';
@@ -203,6 +206,9 @@ export async function runChaos(
     });
 
     // ---- the timeline: launches, agents, EC2 events, terminations, schedule firings
+    const multiPoolAgents = new Map<string, LocalMultiPoolAgent>();
+    const retiredAgents: LocalMultiPoolAgent[] = [];
+    const agentFailures: string[] = [];
     const at = (delayMs: number, action: () => unknown) => {
       const timer = setTimeout(() => {
         timers.delete(timer);
@@ -235,12 +241,32 @@ export async function runChaos(
               }),
             );
           }
-          at(node.agentDelayMs, () => registerAgent(k8s, instance.privateDnsName, instance.instanceId, node));
+          const name = instance.privateDnsName;
+          at(node.agentDelayMs, () => {
+            registerAgent(k8s, name, instance.instanceId, node);
+            if (node.agentVersion === '1.20')
+              multiPoolAgents.set(name, new LocalMultiPoolAgent(k8s, name, new MultiPoolAgentModel()));
+          });
           const { reportUsed } = node;
           if (reportUsed !== undefined) {
-            at(Math.max(reportUsed.afterMs, node.agentDelayMs + 1), () =>
-              reportUsedIps(k8s, instance.privateDnsName, reportUsed.usedCount),
-            );
+            at(Math.max(reportUsed.afterMs, node.agentDelayMs + 1), () => {
+              const multiPool = multiPoolAgents.get(name);
+              if (multiPool === undefined) return reportUsedIps(k8s, name, reportUsed.usedCount);
+              allocatePods(multiPool, reportUsed.usedCount);
+            });
+          }
+          if (node.switchVersionAfterMs !== undefined) {
+            at(Math.max(node.switchVersionAfterMs, node.agentDelayMs + 2), () => {
+              const multiPool = multiPoolAgents.get(name);
+              if (multiPool === undefined) {
+                multiPoolAgents.set(name, upgradeAgent(k8s, name));
+              } else {
+                multiPoolAgents.delete(name);
+                retiredAgents.push(multiPool);
+                multiPool.stop();
+                agentFailures.push(...downgradeAgent(k8s, name, multiPool.model.endpoints()));
+              }
+            });
           }
           if (node.terminateAtMs !== undefined) {
             at(node.terminateAtMs - node.launchAtMs, () => {
@@ -296,8 +322,12 @@ export async function runChaos(
     for (let round = 0; round < SWEEP_ROUNDS; round++) {
       await withTimeout(cloud.fireSchedules(), SETTLE_TIMEOUT_MS, 'schedule firing');
       await settle(cloud, `settling after schedule round ${round + 1}`);
-      // The agents' next status refresh: they answer the release handshake.
-      for (const nodeName of nodeNames.keys()) answerReleaseHandshake(k8s, nodeName);
+      // The agents' next pass: 1.19 agents answer the release handshake, 1.20 agents write pools.
+      for (const nodeName of nodeNames.keys()) {
+        const multiPool = multiPoolAgents.get(nodeName);
+        if (multiPool) multiPool.pass();
+        else answerReleaseHandshake(k8s, nodeName);
+      }
     }
     for (const [prefix, event] of [
       ['Sweep', { task: 'sweep' }],
@@ -320,6 +350,19 @@ export async function runChaos(
         terminated: node.terminateAtMs !== undefined,
       })),
     });
+    for (const [nodeName, agent] of multiPoolAgents) {
+      agent.stop();
+      const instanceId = nodeNames.get(nodeName) ?? nodeName;
+      const terminated = plan.nodes[instanceIds.indexOf(instanceId)]?.terminateAtMs !== undefined;
+      for (const problem of agent.model.problems) failures.push(`agent-1.20: ${nodeName}: ${problem}`);
+      for (const error of agent.failures) failures.push(`agent-1.20: ${nodeName}: ${error.message}`);
+      if (!terminated) failures.push(...inUseOnEc2(cloud, instanceId, agent.model.inUseIps()));
+    }
+    for (const agent of retiredAgents) {
+      for (const problem of agent.model.problems)
+        failures.push(`agent-1.20 (before its downgrade): ${problem}`);
+    }
+    failures.push(...agentFailures);
     await options.inspect?.(cloud, failures);
     const stats = cloud.functionStats();
     const invocations = Object.values(stats).reduce((sum, entry) => sum + entry.invocations, 0);
@@ -476,6 +519,80 @@ function answerReleaseHandshake(k8s: K8sEmulator, nodeName: string): void {
   } catch (error) {
     if (!(error instanceof ApiError && error.code === 409)) throw error;
   }
+}
+
+/** A 1.20 agent's pods: `count` allocations, retried by the agent's own passes when the pool is short. */
+function allocatePods(agent: LocalMultiPoolAgent, count: number): void {
+  for (let pod = 0; pod < count; pod++) agent.model.allocate(`default/pod-${pod}`, 'ipv4', Date.now());
+  agent.pass();
+}
+
+/**
+ * An in-place upgrade to 1.20: the new agent restores the endpoints the 1.19 agent reported in
+ * `status.ipam.used` from the CIDRs it derives from status, then takes over (it clears `used`).
+ */
+function upgradeAgent(k8s: K8sEmulator, nodeName: string): LocalMultiPoolAgent {
+  const current = k8s.store.get(nodeName) as unknown as CiliumNode | undefined;
+  const model = new MultiPoolAgentModel();
+  if (current !== undefined) {
+    model.observe(current);
+    for (const [ip, allocation] of Object.entries(current.status?.ipam?.used ?? {})) {
+      model.restore(allocation?.owner ?? ip, ip);
+    }
+  }
+  return new LocalMultiPoolAgent(k8s, nodeName, model);
+}
+
+/**
+ * A downgrade to 1.19: the old agent restores its endpoints from the dual-written `spec.ipam.pool`
+ * (an IP missing there fails its restore) and reports them in `status.ipam.used`.
+ */
+function downgradeAgent(
+  k8s: K8sEmulator,
+  nodeName: string,
+  endpoints: ReadonlyMap<string, string>,
+): string[] {
+  for (let attempt = 1; attempt <= 20; attempt++) {
+    const current = k8s.store.get(nodeName) as unknown as CiliumNode | undefined;
+    if (current === undefined) return [];
+    const pool = current.spec?.ipam?.pool ?? {};
+    const missing = [...endpoints].filter(([, ip]) => pool[ip] === undefined);
+    if (missing.length > 0) {
+      return missing.map(
+        ([owner, ip]) => `downgrade: ${nodeName}: ${owner}'s ${ip} is not in spec.ipam.pool`,
+      );
+    }
+    const used = Object.fromEntries(
+      [...endpoints].map(([owner, ip]) => [ip, { owner, resource: pool[ip]?.resource }]),
+    );
+    try {
+      k8s.store.update(
+        nodeName,
+        { ...current, status: { ...current.status, ipam: { ...current.status?.ipam, used } } } as never,
+        'status',
+        'update',
+      );
+      return [];
+    } catch (error) {
+      if (!(error instanceof ApiError && error.code === 409)) throw error;
+    }
+  }
+  return [`downgrade: ${nodeName}: could not report used IPs`];
+}
+
+/** Every IP a 1.20 agent holds is assigned on EC2 to an ENI of the instance. */
+function inUseOnEc2(cloud: LocalCloud, instanceId: string, ips: readonly string[]): string[] {
+  const assigned = new Set(
+    cloud.ec2.state
+      .instanceNetworkInterfaces(instanceId)
+      .flatMap((eni) => [
+        ...eni.secondaryPrivateIpAddresses,
+        ...eni.ipv4Prefixes.flatMap((prefix) => expandCidr(prefix)),
+      ]),
+  );
+  return ips
+    .filter((ip) => !assigned.has(ip))
+    .map((ip) => `in-use-sacred: ${instanceId}: the 1.20 agent's ${ip} is not assigned on EC2`);
 }
 
 async function settle(cloud: LocalCloud, what: string): Promise<void> {

@@ -1,4 +1,6 @@
+import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
+import type { MultiPoolAgentModel } from '../support/cilium-multipool-agent-model.ts';
 
 /**
  * The agent's side of the CiliumNode, simulated: when a node's cilium-agent starts, it registers
@@ -56,4 +58,81 @@ function asObject(value: unknown): Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
     ? (value as Record<string, unknown>)
     : {};
+}
+
+/** The cilium-agent version a simulated node runs: the CRD protocol (1.19) or multi-pool (1.20). */
+export type AgentVersion = '1.19' | '1.20';
+
+/**
+ * A running 1.20 agent on the local cloud: the `MultiPoolAgentModel` driven by every write of its
+ * CiliumNode (its watch), one pass at a time: observe, write `spec.ipam.pools` when it changed,
+ * clear `status.ipam.used` (cilium `updateLocalNode`). A conflict is retried on the next event or
+ * after `retryMs`. `stop` ends it (a downgrade or the end of the run).
+ */
+export class LocalMultiPoolAgent {
+  private stopped = false;
+  private scheduled: NodeJS.Timeout | undefined;
+  private readonly unsubscribe: () => void;
+  readonly failures: Error[] = [];
+
+  constructor(
+    private readonly k8s: K8sEmulator,
+    private readonly nodeName: string,
+    readonly model: MultiPoolAgentModel,
+    private readonly retryMs = 200,
+  ) {
+    this.unsubscribe = k8s.store.onWrite((entry) => {
+      if (entry.name === nodeName && entry.type !== 'DELETED') this.schedule(0);
+    });
+    this.schedule(0);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.unsubscribe();
+    if (this.scheduled) clearTimeout(this.scheduled);
+  }
+
+  /** One pass now (synchronously); also what the timers run. */
+  pass(): void {
+    if (this.stopped) return;
+    const current = this.k8s.store.get(this.nodeName) as unknown as CiliumNode | undefined;
+    if (current === undefined) return;
+    try {
+      this.model.observe(current);
+      const pools = this.model.plannedPools(current, Date.now());
+      let latest = current;
+      if (pools !== undefined) {
+        const spec = { ...current.spec, ipam: { ...asObject(current.spec?.ipam), pools } };
+        latest = this.k8s.store.update(
+          this.nodeName,
+          { ...current, spec } as never,
+          'main',
+          'update',
+        ) as never;
+      }
+      if (Object.keys(latest.status?.ipam?.used ?? {}).length > 0) {
+        const { used: _cleared, ...ipam } = latest.status?.ipam ?? {};
+        this.k8s.store.update(
+          this.nodeName,
+          { ...latest, status: { ...latest.status, ipam } } as never,
+          'status',
+          'update',
+        );
+      }
+      this.model.wrote(Date.now());
+    } catch (error) {
+      if (error instanceof ApiError && (error.code === 409 || error.code === 404))
+        this.schedule(this.retryMs);
+      else this.failures.push(error as Error);
+    }
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped || this.scheduled) return;
+    this.scheduled = setTimeout(() => {
+      this.scheduled = undefined;
+      this.pass();
+    }, delayMs);
+  }
 }

@@ -24,8 +24,9 @@ import {
   startK8sEmulator,
   writeKubeconfig,
 } from '../emulators/k8s/index.ts';
+import { MultiPoolAgentModel } from '../support/cilium-multipool-agent-model.ts';
 import { type DynamoDbLocal, startDynamoDbLocal } from '../support/dynamodb-local.ts';
-import { registerCiliumNode } from './cilium-agent.ts';
+import { LocalMultiPoolAgent, registerCiliumNode } from './cilium-agent.ts';
 import { type AsyncInvocationFailure, AsyncInvoker, type BusEvent, EventBus } from './event-bus.ts';
 import {
   type FunctionIdentity,
@@ -94,6 +95,12 @@ export interface LocalCloudOptions {
   readonly simulateAgents?: boolean;
   /** Delay between `running` and the simulated agent's registration (default 0). */
   readonly agentDelayMs?: number;
+  /**
+   * Which cilium-agent the simulated nodes run (default `1.19`): `1.20` runs a multi-pool agent
+   * model on every node (it writes `spec.ipam.pools`, clears `status.ipam.used`), `mixed` on every
+   * other node, in launch order.
+   */
+  readonly agentVersions?: '1.19' | '1.20' | 'mixed';
   /** Containers per function when the template sets no reserved concurrency (default 4). */
   readonly maxConcurrencyPerFunction?: number;
   /** Where the functions' kubeconfigs point (e.g. a proxy in front of the emulator); default the emulator. */
@@ -428,6 +435,11 @@ async function start(
     for (const timer of agentTimers) clearTimeout(timer);
   });
   const agentFailures: Error[] = [];
+  const multiPoolAgents: LocalMultiPoolAgent[] = [];
+  cleanups.push(() => {
+    for (const agent of multiPoolAgents) agent.stop();
+  });
+  let registeredAgents = 0;
   const unsubscribe = ec2.state.onInstanceStateChange(({ instanceId, state }) => {
     if (options.ec2Events !== false) void emitEc2Event(instanceId, state);
     if (state === 'running' && options.simulateAgents !== false) {
@@ -436,6 +448,11 @@ async function start(
         agentTimers.delete(timer);
         try {
           registerCiliumNode(k8s, nodeName, instanceId);
+          const version = options.agentVersions ?? '1.19';
+          if (version === '1.20' || (version === 'mixed' && registeredAgents % 2 === 1)) {
+            multiPoolAgents.push(new LocalMultiPoolAgent(k8s, nodeName, new MultiPoolAgentModel()));
+          }
+          registeredAgents++;
         } catch (error) {
           agentFailures.push(error as Error);
         }

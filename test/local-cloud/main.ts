@@ -3,13 +3,14 @@
  * functions against DynamoDB Local and the EC2 and Kubernetes emulators, launches a few instances
  * of mixed types in the seeded cluster, and shows a live summary until Ctrl-C.
  *
- *   npm start -- [--nodes N] [--once] [--time-scale X] [--verbose]
+ *   npm start -- [--nodes N] [--once] [--time-scale X] [--verbose] [--agents 1.19|1.20|mixed]
  *
  * --nodes N        instances to launch (default 3)
  * --once           run the scenario (launch, wait for every node, fire the schedules once), print
  *                  the summary and exit: 0 if every node is ready and no invariant was violated, else 1
  * --time-scale X   run schedules X times faster than AWS (default 10: rate(1 minute) every 6 s)
  * --verbose        echo the functions' log lines (they always go to the log file)
+ * --agents V       the simulated cilium-agents: 1.19 (CRD protocol, default), 1.20 (multi-pool), mixed
  */
 import { createWriteStream, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +29,7 @@ interface Flags {
   readonly once: boolean;
   readonly timeScale: number;
   readonly verbose: boolean;
+  readonly agents: '1.19' | '1.20' | 'mixed';
 }
 
 function parseFlags(argv: string[]): Flags {
@@ -38,14 +40,18 @@ function parseFlags(argv: string[]): Flags {
       once: { type: 'boolean', default: false },
       'time-scale': { type: 'string', default: '10' },
       verbose: { type: 'boolean', default: false },
+      agents: { type: 'string', default: '1.19' },
     },
   });
+  const agents = values.agents;
+  if (agents !== '1.19' && agents !== '1.20' && agents !== 'mixed')
+    throw new Error(`--agents must be 1.19, 1.20 or mixed, got ${agents}`);
   const nodes = Number(values.nodes);
   const timeScale = Number(values['time-scale']);
   if (!Number.isInteger(nodes) || nodes < 1 || nodes > 200)
     throw new Error(`--nodes must be 1..200, got ${values.nodes}`);
   if (!(timeScale > 0)) throw new Error(`--time-scale must be positive, got ${values['time-scale']}`);
-  return { nodes, once: values.once, timeScale, verbose: values.verbose };
+  return { nodes, once: values.once, timeScale, verbose: values.verbose, agents };
 }
 
 async function main(): Promise<number> {
@@ -61,6 +67,7 @@ async function main(): Promise<number> {
   const cloud = await startLocalCloud({
     timeScale: flags.timeScale,
     runSchedules: !flags.once,
+    agentVersions: flags.agents,
     onLog: ({ functionName, stream, text }) => {
       const line = `${functionName} ${stream}: ${text}`;
       logFile.write(`${line}\n`);

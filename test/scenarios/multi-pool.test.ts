@@ -416,3 +416,48 @@ describe('upgrade in place from 1.19 to 1.20, and the downgrade back', () => {
     }
   });
 });
+
+describe('prefix delegation for a 1.20 node', () => {
+  it('serves /28 prefixes the agent folds into whole CIDRs, and releases an unused /28 whole', async () => {
+    await harness.close();
+    harness = await startAllocationHarness({ settings: { prefixDelegationEnabled: true } });
+    const instance = harness.launch('m5.xlarge');
+    await harness.createCiliumNode(instance);
+    const agent = startMultiPoolAgent(harness, instance);
+    const prefixes = () =>
+      harness.ec2.state
+        .networkInterfaces({ instanceId: instance.instanceId })
+        .flatMap((eni) => eni.ipv4Prefixes);
+    const sweepCycle = async () => {
+      harness.clock.advance(60_000);
+      await agent.driver.tick(harness.clock.now());
+      const summary = await sweep({
+        ...harness.sweepDependencies(),
+        release: { enabled: true, delayMs: 180_000 },
+      });
+      expect(summary.failed).toEqual([]);
+      await syncNode(instance.instanceId, syncDependencies(harness));
+      await agent.driver.observe();
+      expectInUseIpsOnEc2(instance, agent);
+    };
+    await sweepCycle();
+    expect(agent.model.startup(harness.clock.now())).toBe('ready');
+    const pods = Array.from({ length: 20 }, (_, index) => `pod-${index + 1}`);
+    await runPods(instance, agent, pods, 6, sweepCycle);
+    // 20 in use + 8 pre-allocated = 28 addresses: two /28s, no single IPs.
+    expect(prefixes()).toHaveLength(2);
+    const node = await ciliumNodeOf(instance);
+    const allocated = ((node.spec?.ipam?.pools ?? {}) as { allocated?: { cidrs: string[] }[] }).allocated?.[0]?.cidrs;
+    expect(allocated?.sort()).toEqual([...prefixes()].sort());
+
+    for (const pod of pods.slice(2)) agent.model.release(pod);
+    for (let round = 0; round < 8; round++) await sweepCycle();
+    expect(prefixes()).toHaveLength(1);
+    // Released as a whole prefix: EC2 refuses single addresses of a delegated /28.
+    expect(harness.ec2.calls.count('UnassignPrivateIpAddresses')).toBeGreaterThan(0);
+    expect(harness.ec2.calls.countWithOutcome('client-error', 'UnassignPrivateIpAddresses')).toBe(0);
+    expect(agent.model.inUseIps()).toHaveLength(2);
+    expect(agent.model.problems).toEqual([]);
+    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+  });
+});
