@@ -447,7 +447,8 @@ describe('prefix delegation for a 1.20 node', () => {
     // 20 in use + 8 pre-allocated = 28 addresses: two /28s, no single IPs.
     expect(prefixes()).toHaveLength(2);
     const node = await ciliumNodeOf(instance);
-    const allocated = ((node.spec?.ipam?.pools ?? {}) as { allocated?: { cidrs: string[] }[] }).allocated?.[0]?.cidrs;
+    const allocated = ((node.spec?.ipam?.pools ?? {}) as { allocated?: { cidrs: string[] }[] }).allocated?.[0]
+      ?.cidrs;
     expect(allocated?.sort()).toEqual([...prefixes()].sort());
 
     for (const pod of pods.slice(2)) agent.model.release(pod);
