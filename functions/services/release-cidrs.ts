@@ -15,7 +15,7 @@ import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
 import type { CidrRelease, EniState, InstanceView, NodeRecord } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
 import { enisAfterUnassign } from '../core/release-plan.ts';
-import type { ReleaseDependencies } from './release-excess.ts';
+import { contentOf, type ReleaseDependencies, trustedCiliumNode } from './release-excess.ts';
 
 /**
  * Release for one multi-pool (1.20) node: observe (EC2, the record, the CiliumNode), plan with
@@ -59,7 +59,7 @@ async function releaseCidrsOnce(
   if (isLeasedByOther(record, deps.invocationId, deps.clock()))
     return { kind: 'busy', releasedCidrs: [], changes: {} };
   const [ciliumNode, observedEnis] = await Promise.all([
-    deps.ciliumNodes.get(record.nodeName).then((node) => trusted(node, instance.id)),
+    deps.ciliumNodes.get(record.nodeName).then((node) => trustedCiliumNode(node, instance.id)),
     ec2.describeAttachedEnis(instance.id, record.vpc.id),
   ]);
   const merged = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);
@@ -95,7 +95,7 @@ async function releaseCidrsOnce(
   let failure: unknown;
   for (const unassignment of plan.unassignments) {
     // The re-check right before the EC2 call, on a fresh read (cilium re-checks its marks there).
-    const fresh = trusted(await deps.ciliumNodes.get(record.nodeName), instance.id);
+    const fresh = trustedCiliumNode(await deps.ciliumNodes.get(record.nodeName), instance.id);
     if (!unassignmentStillWanted(unassignment, fresh)) {
       log.info('a CIDR to release is wanted again; not releasing it', {
         instanceId: instance.id,
@@ -128,41 +128,9 @@ function asUnassignment(unassignment: CidrUnassignment) {
   return { ...unassignment, addresses: [] };
 }
 
-function contentOf(
-  record: NodeRecord,
-  instance: InstanceView,
-  enis: readonly EniState[],
-  lease: boolean,
-  deps: ReleaseDependencies,
-) {
-  return {
-    instance,
-    nodeName: record.nodeName,
-    vpc: record.vpc,
-    enis,
-    knobs: record.knobs,
-    prefixDelegation: record.prefixDelegation,
-    ...(record.lastError ? { lastError: record.lastError } : {}),
-    ...(lease
-      ? {
-          lease: {
-            holder: deps.invocationId,
-            expiresAtEpochMs: deps.clock() + deps.settings.leaseDurationMs,
-          },
-        }
-      : {}),
-  };
-}
-
 function withReleases(record: NodeRecord, releases: Readonly<Record<string, CidrRelease>>): NodeRecord {
   const { cidrReleases: _replaced, ...rest } = record;
   return Object.keys(releases).length > 0 ? { ...rest, cidrReleases: releases } : rest;
-}
-
-function trusted(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
-  if (!node) return undefined;
-  const owner = instanceIdOfCiliumNode(node);
-  return owner === undefined || owner === instanceId ? node : undefined;
 }
 
 function countChanges(plan: Extract<CidrReleasePlan, { kind: 'update' }>): Record<string, number> {

@@ -199,7 +199,7 @@ async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promi
  * The record content this writer produces: the ENIs as observed and released, everything the
  * allocator owns (knobs, prefix-delegation mode, last error, node name, VPC) kept as recorded.
  */
-function contentOf(
+export function contentOf(
   record: NodeRecord,
   instance: InstanceView,
   enis: readonly EniState[],
@@ -232,7 +232,7 @@ function withMarks(record: NodeRecord, marks: Readonly<Record<string, ExcessMark
 }
 
 /** The CiliumNode only when it belongs to this instance (a foreign one is never trusted). */
-function trustedCiliumNode(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
+export function trustedCiliumNode(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
   if (!node) return undefined;
   const owner = instanceIdOfCiliumNode(node);
   return owner === undefined || owner === instanceId ? node : undefined;
