@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +28,7 @@ import { MultiPoolAgentModel } from '../support/cilium-multipool-agent-model.ts'
 import { type DynamoDbLocal, startDynamoDbLocal } from '../support/dynamodb-local.ts';
 import { LocalMultiPoolAgent, registerCiliumNode } from './cilium-agent.ts';
 import { type AsyncInvocationFailure, AsyncInvoker, type BusEvent, EventBus } from './event-bus.ts';
+import { functionRoleLogicalId, rolePolicies } from './iam-policies.ts';
 import {
   type FunctionIdentity,
   functionIdentities,
@@ -216,7 +217,8 @@ async function start(
   const [stackOutcome, dynamoDbOutcome, ec2Outcome, k8sOutcome] = await Promise.allSettled([
     loadStack(options),
     options.dynamoDbEndpoint === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
-    startEc2Emulator(options.ec2 ?? {}),
+    // Only the functions' own access keys authenticate; each is given its role's policies below.
+    startEc2Emulator({ ...options.ec2, identities: {} }),
     startK8sEmulator(kubernetesAuthorization(identities, DEFAULT_TOKEN)),
   ]);
   if (dynamoDbOutcome.status === 'fulfilled' && dynamoDbOutcome.value) {
@@ -326,18 +328,26 @@ async function start(
   const clockOffsetMs =
     options.shiftableClock === true ? new BigInt64Array(new SharedArrayBuffer(8)) : undefined;
   if (clockOffsetMs !== undefined) ec2.setClock(() => Date.now() + Number(Atomics.load(clockOffsetMs, 0)));
+  // Each function runs as its own role: the role's policies as synthesized, intrinsics resolved.
+  const policies = rolePolicies(stack.template, localValues);
   const runners = new Map<string, LambdaFunctionRunner>();
   for (const definition of model.functions) {
     const functionName = functionNames[definition.logicalId] as string;
     const identity = identityOfFunction(definition.logicalId, identities);
+    const credentials = functionCredentials(definition.logicalId);
+    const roleLogicalId = functionRoleLogicalId(stack.template, definition.logicalId);
+    ec2.setIdentity(credentials.accessKeyId, {
+      principalArn: `arn:aws:sts::${LOCAL_ACCOUNT}:assumed-role/${physicalName(stack.stackName, roleLogicalId)}/${functionName}`,
+      policies: policies.get(roleLogicalId) ?? [],
+    });
     const environment = {
       ...resolveEnvironment(definition, localValues),
       ...lambdaRuntimeVariables(definition, functionName),
       AWS_REGION: LOCAL_REGION,
       AWS_DEFAULT_REGION: LOCAL_REGION,
-      AWS_ACCESS_KEY_ID: LOCAL_CREDENTIALS.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: LOCAL_CREDENTIALS.secretAccessKey,
-      AWS_SESSION_TOKEN: LOCAL_CREDENTIALS.sessionToken,
+      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+      AWS_SESSION_TOKEN: credentials.sessionToken,
       ...endpoints,
       KUBECONFIG: kubeconfigOf(identity),
       // The bundle targets the Lambda runtime's Node.js; the local one may be older.
@@ -627,6 +637,15 @@ function lambdaRuntimeVariables(
     AWS_EXECUTION_ENV: `AWS_Lambda_${definition.runtime}`,
     LAMBDA_TASK_ROOT: definition.assetDirectory,
     TZ: ':UTC',
+  };
+}
+
+/** The session credentials Lambda hands a function: its role's, distinct per function. */
+function functionCredentials(logicalId: string) {
+  return {
+    accessKeyId: `ASIALOCAL${createHash('sha256').update(logicalId).digest('hex').slice(0, 11).toUpperCase()}`,
+    secretAccessKey: `local-cloud-secret-${logicalId}`,
+    sessionToken: `local-cloud-session-${logicalId}`,
   };
 }
 

@@ -17,6 +17,8 @@ export interface CallRecord {
   readonly outcome: CallOutcome;
   /** The EC2 error code answered, if any. */
   readonly errorCode?: string;
+  /** The resources IAM authorized the call on (ARNs, `*` for none), once it got that far. */
+  readonly resources?: readonly string[];
 }
 
 export class CallLog {
@@ -44,6 +46,16 @@ export class CallLog {
   /** Calls to mutating actions (anything but Describe/List/Get/Search), whatever their outcome. */
   mutating(): number {
     return this.records.filter((call) => !isNonMutatingAction(call.action)).length;
+  }
+
+  /** Calls IAM denied (UnauthorizedOperation), optionally of one action. */
+  denied(action?: string): number {
+    return this.matching(action).filter((call) => call.errorCode === 'UnauthorizedOperation').length;
+  }
+
+  /** Calls authorized on (acting on) a resource whose ARN ends with `/<id>`, e.g. an ENI id. */
+  touching(id: string): CallRecord[] {
+    return this.records.filter((call) => call.resources?.some((arn) => arn.endsWith(`/${id}`)));
   }
 
   /** Calls answered RequestLimitExceeded, optionally of one action. */

@@ -26,6 +26,8 @@ export const ec2Errors = {
     clientError('InvalidAction', `The action ${action} is not valid for this web service.`),
   authFailure: () =>
     new Ec2ApiError('AuthFailure', 'AWS was not able to validate the provided access credentials', 401),
+  /** IAM denied the call: EC2 answers 403 with this code (and, on AWS, an encoded message). */
+  unauthorizedOperation: (message: string) => new Ec2ApiError('UnauthorizedOperation', message, 403),
   missingParameter: (name: string) =>
     clientError('MissingParameter', `The request must contain the parameter ${name}`),
   invalidParameterValue: (message: string) => clientError('InvalidParameterValue', message),

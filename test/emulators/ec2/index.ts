@@ -8,6 +8,7 @@
  *   const ec2 = new EC2Client({ region: 'us-east-1', endpoint: emulator.url, credentials });
  */
 export * from './addresses.ts';
+export * from './authorization.ts';
 export * from './calls.ts';
 export * from './clock.ts';
 export * from './errors.ts';

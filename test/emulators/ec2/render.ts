@@ -151,10 +151,10 @@ export function renderInstance(state: Ec2State, instance: InstanceRecord): XmlOb
 export function renderSubnet(state: Ec2State, subnet: SubnetRecord): XmlObject {
   return {
     subnetId: subnet.subnetId,
-    subnetArn: `arn:aws:ec2:${state.region}:${state.accountId}:subnet/${subnet.subnetId}`,
+    subnetArn: `arn:aws:ec2:${state.region}:${state.vpcOwnerAccountId}:subnet/${subnet.subnetId}`,
     state: 'available',
     vpcId: subnet.vpcId,
-    ownerId: state.accountId,
+    ownerId: state.vpcOwnerAccountId,
     cidrBlock: subnet.cidrBlock,
     availableIpAddressCount: state.availableIpAddressCount(subnet.subnetId),
     availabilityZone: subnet.availabilityZone,
@@ -170,7 +170,7 @@ export function renderSubnet(state: Ec2State, subnet: SubnetRecord): XmlObject {
 export function renderVpc(state: Ec2State, vpc: VpcRecord): XmlObject {
   return {
     vpcId: vpc.vpcId,
-    ownerId: state.accountId,
+    ownerId: state.vpcOwnerAccountId,
     state: 'available',
     cidrBlock: vpc.cidrBlock,
     cidrBlockAssociationSet: vpc.cidrBlockAssociations.map((association) => ({

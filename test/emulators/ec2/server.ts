@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ACTION_HANDLERS } from './actions.ts';
+import { EC2_ADMINISTRATOR, Ec2Authorizer, type IamIdentity } from './authorization.ts';
+import { authorizationRequests } from './authorization-requests.ts';
 import { CallLog, type CallOutcome } from './calls.ts';
 import { Ec2ApiError, ec2Errors } from './errors.ts';
 import { FaultInjector, type FaultSpec } from './faults.ts';
@@ -14,9 +16,10 @@ import { renderDocument, renderElement, type XmlObject } from './xml.ts';
  * The EC2 emulator's HTTP front: the EC2 Query protocol on 127.0.0.1, so the real
  * @aws-sdk/client-ec2 talks to it through `endpoint` or AWS_ENDPOINT_URL_EC2.
  *
- * A call goes through, in order: action lookup (InvalidAction), SigV4 header presence
- * (AuthFailure), the action's token bucket (RequestLimitExceeded, 503), injected faults,
- * DryRun, the `beforeApply` hook, then the state change. Only the last step changes state, so a
+ * A call goes through, in order: action lookup (InvalidAction), SigV4 header presence and a known
+ * access key (AuthFailure), the action's token bucket (RequestLimitExceeded, 503), injected
+ * faults, IAM authorization against the caller's identity policies (UnauthorizedOperation, 403;
+ * see authorization.ts), DryRun, the `beforeApply` hook, then the state change. Only the last step changes state, so a
  * throttled, faulted or rejected call leaves it untouched (except `lost-response`, which applies
  * the change and then loses the answer).
  */
@@ -33,6 +36,12 @@ export interface Ec2EmulatorOptions extends Ec2StateOptions {
   beforeApply?: BeforeApplyHook;
   /** Answer AuthFailure to requests without a SigV4 Authorization header (default true). */
   requireSignature?: boolean;
+  /**
+   * Access key id → the IAM identity whose policies authorize its calls; any other key is
+   * AuthFailure. Default: every signed request is `EC2_ADMINISTRATOR` (allowed every EC2 action,
+   * still evaluated), for tests of EC2's own rules.
+   */
+  identities?: Readonly<Record<string, IamIdentity>>;
   /** Port on 127.0.0.1; default 0 (a random free port). */
   port?: number;
 }
@@ -50,6 +59,8 @@ export interface Ec2Emulator {
   setThrottling(option: ThrottlingOption): void;
   setEventualConsistencyMs(milliseconds: number): void;
   setBeforeApply(hook: BeforeApplyHook | undefined): void;
+  /** Adds or replaces the identity of an access key (e.g. a policy with a statement removed). */
+  setIdentity(accessKeyId: string, identity: IamIdentity): void;
   close(): Promise<void>;
 }
 
@@ -63,6 +74,14 @@ export async function startEc2Emulator(options: Ec2EmulatorOptions = {}): Promis
   const unexpectedErrors: unknown[] = [];
   const requireSignature = options.requireSignature ?? true;
   let beforeApply = options.beforeApply;
+  const authorizers = new Map(
+    Object.entries(options.identities ?? {}).map(([key, identity]) => [
+      key,
+      new Ec2Authorizer(identity, state.accountId),
+    ]),
+  );
+  const administrator =
+    options.identities === undefined ? new Ec2Authorizer(EC2_ADMINISTRATOR, state.accountId) : undefined;
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const requestId = randomUUID();
@@ -70,8 +89,15 @@ export async function startEc2Emulator(options: Ec2EmulatorOptions = {}): Promis
     const params = await readParams(request);
     const action = params.get('Action') ?? '';
     const paramRecord = params.toRecord();
+    let resources: string[] | undefined;
     const log = (outcome: CallOutcome, errorCode?: string): void =>
-      calls.record({ action, atMs, outcome, ...(errorCode === undefined ? {} : { errorCode }) });
+      calls.record({
+        action,
+        atMs,
+        outcome,
+        ...(errorCode === undefined ? {} : { errorCode }),
+        ...(resources === undefined ? {} : { resources }),
+      });
     const answerError = (error: Ec2ApiError): void => {
       log(outcomeOfError(error), error.code);
       sendError(response, requestId, error);
@@ -82,6 +108,8 @@ export async function startEc2Emulator(options: Ec2EmulatorOptions = {}): Promis
     if (requireSignature && !request.headers.authorization?.startsWith('AWS4-HMAC-SHA256')) {
       return answerError(ec2Errors.authFailure());
     }
+    const authorizer = authorizers.get(accessKeyIdOf(request)) ?? administrator;
+    if (authorizer === undefined) return answerError(ec2Errors.authFailure());
     if (!throttling.tryTake(bucketKeyFor(action, Object.keys(paramRecord)))) {
       return answerError(ec2Errors.requestLimitExceeded());
     }
@@ -91,6 +119,10 @@ export async function startEc2Emulator(options: Ec2EmulatorOptions = {}): Promis
 
     let body: XmlObject;
     try {
+      const requests = await authorizationRequests(state, action, params);
+      resources = [...new Set(requests.map((request) => request.resourceArn))];
+      const denial = await authorizer.firstDenial(requests);
+      if (denial !== undefined) throw ec2Errors.unauthorizedOperation(denial.message);
       if (params.boolean('DryRun')) {
         throw new Ec2ApiError(
           'DryRunOperation',
@@ -144,12 +176,20 @@ export async function startEc2Emulator(options: Ec2EmulatorOptions = {}): Promis
     setBeforeApply: (hook) => {
       beforeApply = hook;
     },
+    setIdentity: (accessKeyId, identity) => {
+      authorizers.set(accessKeyId, new Ec2Authorizer(identity, state.accountId));
+    },
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));
         server.closeAllConnections();
       }),
   };
+}
+
+/** `Credential=<access key id>/<date>/<region>/ec2/aws4_request` of the SigV4 header. */
+function accessKeyIdOf(request: IncomingMessage): string {
+  return /Credential=([^/,\s]+)\//.exec(request.headers.authorization ?? '')?.[1] ?? '';
 }
 
 /** The Query protocol sends a form-encoded POST body; a GET carries the same pairs in the URL. */

@@ -159,6 +159,11 @@ export interface Ec2StateOptions {
   region?: string;
   /** Account id reported as OwnerId (default 123456789012). */
   accountId?: string;
+  /**
+   * The account owning the VPCs and subnets (default `accountId`): another one models a VPC shared
+   * with this account through RAM, whose subnet and VPC ARNs carry the owner's account.
+   */
+  vpcOwnerAccountId?: string;
 }
 
 export interface AddVpcInput {
@@ -197,6 +202,8 @@ export interface LaunchInstanceInput {
   state?: InstanceStateName;
   privateIpAddress?: string;
   imageId?: string;
+  /** Tags of eth0, as a launch template's `network-interface` TagSpecifications set them (default none). */
+  primaryNetworkInterfaceTags?: Tags;
 }
 
 export interface CreateNetworkInterfaceRequest {
@@ -291,6 +298,7 @@ const ATTACHABLE_INSTANCE_STATES: ReadonlySet<InstanceStateName> = new Set(['run
 export class Ec2State {
   readonly region: string;
   readonly accountId: string;
+  readonly vpcOwnerAccountId: string;
   private clock: () => number;
   private eventualConsistencyMs: number;
 
@@ -313,6 +321,7 @@ export class Ec2State {
     this.eventualConsistencyMs = options.eventualConsistencyMs ?? 0;
     this.region = options.region ?? 'us-east-1';
     this.accountId = options.accountId ?? '123456789012';
+    this.vpcOwnerAccountId = options.vpcOwnerAccountId ?? this.accountId;
   }
 
   // ---------------------------------------------------------------- settings
@@ -489,7 +498,7 @@ export class Ec2State {
       prefixCount: 0,
       explicitPrefixes: [],
       interfaceType: 'interface',
-      tags: {},
+      tags: { ...input.primaryNetworkInterfaceTags },
       clientToken: undefined,
       visibleAtMs: now,
     });
