@@ -5,6 +5,8 @@
 export interface StackConfig {
   readonly clusterName: string;
   readonly vpcId: string;
+  /** The account owning the VPC when it is shared through RAM; undefined = this stack's account. */
+  readonly vpcOwnerAccountId: string | undefined;
   /** Values of the `kubernetes.io/cluster/<clusterName>` instance tag that make an instance ours. */
   readonly clusterTagValues: readonly string[];
   readonly preAllocate: number;
@@ -151,6 +153,10 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
   const config: { -readonly [K in keyof StackConfig]: StackConfig[K] } = {
     clusterName: text('clusterName', /^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$/, 'an EKS cluster name'),
     vpcId: text('vpcId', /^vpc-[0-9a-f]{8,17}$/, 'a VPC id (vpc-…)'),
+    vpcOwnerAccountId:
+      get('vpcOwnerAccountId') === undefined || get('vpcOwnerAccountId') === ''
+        ? undefined
+        : text('vpcOwnerAccountId', /^\d{12}$/, 'a 12-digit AWS account id (the owner of a shared VPC)'),
     clusterTagValues: stringList('clusterTagValues'),
     preAllocate: count('preAllocate', 0, 10_000),
     minAllocate: count('minAllocate', 0, 10_000),

@@ -1,17 +1,21 @@
 import { Stack, Token, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import { ENI_TAG_KEYS } from '../functions/aws/eni-tags.ts';
+import { ENI_TAG_KEYS, OWNER_TAG_VALUE } from '../functions/aws/eni-tags.ts';
 
 /**
  * The EC2 permissions of the allocating functions, least privilege after AWS's scope-down policy for
  * VPC CNI (aws-facts.md §9): named actions only (no wildcards); every ENI mutation conditioned on
- * our cluster tag, which we put on every ENI at creation; creation only in the cluster's VPC and
- * only with that tag in the request; tagging only as part of creation.
+ * our ownership tag AND our cluster tag, which we put on every ENI at creation (the cluster tag
+ * alone is shared with VPC CNI, whose ENIs are not ours to touch); creation only in the cluster's
+ * VPC and only with both tags in the request; tagging only as part of creation, so the role can
+ * never make an ENI "ours" by tagging it (an untagged eth0 is simply not ours).
  */
 export interface EniPermissionScope {
   readonly clusterName: string;
   readonly vpcId: string;
   readonly clusterTagValues: readonly string[];
+  /** The account owning the VPC: this stack's, or the owner of a VPC shared through RAM. */
+  readonly vpcOwnerAccountId?: string;
 }
 
 /** Describe calls cannot be scoped to resources in IAM: they need `Resource: *`. */
@@ -27,9 +31,23 @@ export const EC2_DESCRIBE_ACTIONS = [
 
 export function grantEniManagement(role: iam.IRole, scope: EniPermissionScope): void {
   const stack = Stack.of(role);
-  const ec2Arn = (resource: string) => stack.formatArn({ service: 'ec2', resource, resourceName: '*' });
-  const vpcArn = stack.formatArn({ service: 'ec2', resource: 'vpc', resourceName: scope.vpcId });
+  const ec2Arn = (resource: string, account?: string) =>
+    stack.formatArn({ service: 'ec2', resource, resourceName: '*', ...(account ? { account } : {}) });
+  const owner = scope.vpcOwnerAccountId;
+  const vpcArn = stack.formatArn({
+    service: 'ec2',
+    resource: 'vpc',
+    resourceName: scope.vpcId,
+    ...(owner ? { account: owner } : {}),
+  });
+  // Security groups of a shared VPC may be the participant's own or shared by the owner.
+  const securityGroupArns = owner
+    ? [ec2Arn('security-group'), ec2Arn('security-group', owner)]
+    : [ec2Arn('security-group')];
   const clusterTag = ENI_TAG_KEYS.clusterName;
+  const ownTags = { [clusterTag]: scope.clusterName, [ENI_TAG_KEYS.owner]: OWNER_TAG_VALUE };
+  const tagConditions = (prefix: string) =>
+    Object.fromEntries(Object.entries(ownTags).map(([key, value]) => [`${prefix}${key}`, value]));
   const instanceClusterTag = `kubernetes.io/cluster/${scope.clusterName}`;
 
   const statements = [
@@ -42,12 +60,12 @@ export function grantEniManagement(role: iam.IRole, scope: EniPermissionScope): 
       sid: 'CreateTaggedEni',
       actions: ['ec2:CreateNetworkInterface'],
       resources: [ec2Arn('network-interface')],
-      conditions: { StringEquals: { [`aws:RequestTag/${clusterTag}`]: scope.clusterName } },
+      conditions: { StringEquals: tagConditions('aws:RequestTag/') },
     }),
     new iam.PolicyStatement({
       sid: 'CreateEniInClusterVpc',
       actions: ['ec2:CreateNetworkInterface'],
-      resources: [ec2Arn('subnet'), ec2Arn('security-group')],
+      resources: [ec2Arn('subnet', owner), ...securityGroupArns],
       conditions: { ArnEquals: { 'ec2:Vpc': vpcArn } },
     }),
     new iam.PolicyStatement({
@@ -67,7 +85,7 @@ export function grantEniManagement(role: iam.IRole, scope: EniPermissionScope): 
         'ec2:UnassignPrivateIpAddresses',
       ],
       resources: [ec2Arn('network-interface')],
-      conditions: { StringEquals: { [`aws:ResourceTag/${clusterTag}`]: scope.clusterName } },
+      conditions: { StringEquals: tagConditions('aws:ResourceTag/') },
     }),
     new iam.PolicyStatement({
       sid: 'AttachToClusterInstances',
@@ -87,12 +105,12 @@ export function grantEniManagement(role: iam.IRole, scope: EniPermissionScope): 
   // cdk-nag names the ARN as synthesized: pseudo parameters, or the literals of an explicit env.
   const region = Token.isUnresolved(stack.region) ? '<AWS::Region>' : stack.region;
   const account = Token.isUnresolved(stack.account) ? '<AWS::AccountId>' : stack.account;
-  const arnPattern = (resource: string) =>
-    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:${region}:${account}:${resource}/*]`;
+  const arnPattern = (resource: string, resourceAccount = account) =>
+    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:${region}:${resourceAccount}:${resource}/*]`;
   const acknowledgements: [string, string][] = [
     [
       'network-interface',
-      'ENIs are created at run time with generated ids; every action on them is conditioned on our cluster tag (aws:RequestTag on create, aws:ResourceTag otherwise)',
+      'ENIs are created at run time with generated ids; every action on them is conditioned on our ownership and cluster tags (aws:RequestTag on create, aws:ResourceTag otherwise)',
     ],
     [
       'subnet',
@@ -109,5 +127,8 @@ export function grantEniManagement(role: iam.IRole, scope: EniPermissionScope): 
   ];
   for (const [resource, reason] of acknowledgements) {
     Validations.of(role).acknowledge({ id: arnPattern(resource), reason });
+    if (owner && (resource === 'subnet' || resource === 'security-group')) {
+      Validations.of(role).acknowledge({ id: arnPattern(resource, owner), reason: `${reason} (shared VPC)` });
+    }
   }
 }

@@ -14,16 +14,23 @@ export class Ec2Error extends Error {
   readonly httpStatusCode: number | undefined;
   /** EC2's request id, for correlating with CloudTrail and AWS support. */
   readonly requestId: string | undefined;
+  /** The EC2 action that failed (e.g. `AttachNetworkInterface`), when the adapter knows it. */
+  readonly action: string | undefined;
 
   constructor(
     /** The EC2 error code, e.g. `InvalidNetworkInterfaceID.NotFound`, `RequestLimitExceeded`. */
     readonly code: string,
     message: string,
-    options?: ErrorOptions & { readonly httpStatusCode?: number; readonly requestId?: string },
+    options?: ErrorOptions & {
+      readonly httpStatusCode?: number;
+      readonly requestId?: string;
+      readonly action?: string;
+    },
   ) {
     super(message, options);
     this.httpStatusCode = options?.httpStatusCode;
     this.requestId = options?.requestId;
+    this.action = options?.action;
   }
 }
 
@@ -32,12 +39,13 @@ export class Ec2Error extends Error {
  * (an `Ec2Error` already, a network error such as ECONNRESET, a bug) is returned unchanged: those
  * are not EC2 answers and must reach the caller as they are.
  */
-export function toEc2Error(error: unknown): unknown {
+export function toEc2Error(error: unknown, action?: string): unknown {
   if (!(error instanceof EC2ServiceException)) return error;
   return new Ec2Error(error.name, error.message, {
     cause: error,
     httpStatusCode: error.$metadata.httpStatusCode,
     requestId: error.$metadata.requestId,
+    ...(action === undefined ? {} : { action }),
   });
 }
 
@@ -153,6 +161,23 @@ export function isAddressNotAssigned(error: unknown): boolean {
 /** The instance is not in a state that allows the call (e.g. attach while `pending` or `stopping`). */
 export function isIncorrectInstanceState(error: unknown): boolean {
   return codeOf(error) === 'IncorrectInstanceState';
+}
+
+/**
+ * IAM denied the call (`UnauthorizedOperation`, 403): the role lacks a permission, or the resource
+ * fails a condition of it. Retrying the same call cannot succeed until the policy changes.
+ */
+export function isUnauthorized(error: unknown): boolean {
+  return codeOf(error) === 'UnauthorizedOperation';
+}
+
+/**
+ * What to record for a denied call: the action named (AWS's message often names none), without
+ * the encoded authorization failure message (kilobytes, for `sts decode-authorization-message`).
+ */
+export function describeUnauthorized(error: Ec2Error): string {
+  const message = error.message.replace(/\s*Encoded authorization failure message:.*$/s, '');
+  return `ec2:${error.action ?? 'unknown action'} was denied to this function's role: ${message}`;
 }
 
 /** DescribeInstanceTypes was asked about a type EC2 does not offer in this Region. */

@@ -171,7 +171,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     }
     const subnetCidrs = await this.subnetCidrsById(interfaces.map((eni) => eni.SubnetId ?? ''));
     return interfaces
-      .map((eni) => toEniState(eni, subnetCidrs))
+      .map((eni) => toEniState(eni, subnetCidrs, this.clusterName))
       .sort((left, right) => left.deviceIndex - right.deviceIndex);
   }
 
@@ -207,7 +207,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   }
 
   private async describeVpcUncached(vpcId: string): Promise<VpcView> {
-    const output = await ec2(() =>
+    const output = await ec2('DescribeVpcs', () =>
       this.client.send(new DescribeVpcsCommand({ Filters: [filter('vpc-id', vpcId)] })),
     );
     const vpc = output.Vpcs?.find((candidate) => candidate.VpcId === vpcId);
@@ -287,7 +287,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   async describeInstanceLimits(instanceType: string): Promise<InstanceLimits | undefined> {
     let info: InstanceTypeInfo | undefined;
     try {
-      const output = await ec2(() =>
+      const output = await ec2('DescribeInstanceTypes', () =>
         this.client.send(
           new DescribeInstanceTypesCommand({ InstanceTypes: [instanceType as _InstanceType] }),
         ),
@@ -310,7 +310,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
 
   async createEni(request: CreateEniRequest): Promise<DetachedEni> {
     const tags = tagsForNewEni(this.clusterName, request.instanceId, this.extraTags, request.tags);
-    const output = await ec2(() =>
+    const output = await ec2('CreateNetworkInterface', () =>
       this.client.send(
         new CreateNetworkInterfaceCommand({
           SubnetId: request.subnetId,
@@ -335,7 +335,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   }
 
   async attachEni(eniId: string, instanceId: string, deviceIndex: number): Promise<string> {
-    const output = await ec2(() =>
+    const output = await ec2('AttachNetworkInterface', () =>
       this.client.send(
         new AttachNetworkInterfaceCommand({
           NetworkInterfaceId: eniId,
@@ -359,7 +359,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     attachmentId: string,
     deleteOnTermination: boolean,
   ): Promise<void> {
-    await ec2(() =>
+    await ec2('ModifyNetworkInterfaceAttribute', () =>
       this.client.send(
         new ModifyNetworkInterfaceAttributeCommand({
           NetworkInterfaceId: eniId,
@@ -374,7 +374,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     request: { ipCount?: number; prefixCount?: number },
   ): Promise<AssignedAddresses> {
     if (!request.ipCount && !request.prefixCount) return { ips: [], prefixes: [] };
-    const output = await ec2(() =>
+    const output = await ec2('AssignPrivateIpAddresses', () =>
       this.client.send(
         new AssignPrivateIpAddressesCommand({
           NetworkInterfaceId: eniId,
@@ -397,7 +397,9 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
 
   async detachEni(attachmentId: string): Promise<void> {
     try {
-      await ec2(() => this.client.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId })));
+      await ec2('DetachNetworkInterface', () =>
+        this.client.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId })),
+      );
     } catch (error) {
       if (isNotFound(error)) return;
       throw error;
@@ -406,7 +408,9 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
 
   async deleteEni(eniId: string): Promise<void> {
     try {
-      await ec2(() => this.client.send(new DeleteNetworkInterfaceCommand({ NetworkInterfaceId: eniId })));
+      await ec2('DeleteNetworkInterface', () =>
+        this.client.send(new DeleteNetworkInterfaceCommand({ NetworkInterfaceId: eniId })),
+      );
     } catch (error) {
       if (isNotFound(error)) return;
       throw error;
@@ -421,7 +425,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
    */
   private async unassignStillAssigned(eniId: string, kind: 'ips' | 'prefixes', addresses: readonly string[]) {
     const unassign = (subset: readonly string[]) =>
-      ec2(() =>
+      ec2('UnassignPrivateIpAddresses', () =>
         this.client.send(
           new UnassignPrivateIpAddressesCommand({
             NetworkInterfaceId: eniId,
@@ -510,7 +514,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     const items: T[] = [];
     let nextToken: string | undefined;
     do {
-      const page = await ec2(() => fetchPage(nextToken));
+      const page = await ec2('Describe', () => fetchPage(nextToken));
       items.push(...(page.items ?? []));
       nextToken = page.nextToken || undefined;
     } while (nextToken);
@@ -518,12 +522,12 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   }
 }
 
-/** Runs one SDK call and converts an EC2 error answer into `Ec2Error`. */
-async function ec2<T>(call: () => Promise<T>): Promise<T> {
+/** Runs one SDK call of `action` and converts an EC2 error answer into `Ec2Error` naming it. */
+async function ec2<T>(action: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (error) {
-    throw toEc2Error(error);
+    throw toEc2Error(error, action);
   }
 }
 
@@ -572,7 +576,11 @@ function toDetachedEni(eni: NetworkInterface): DetachedEni {
   };
 }
 
-function toEniState(eni: NetworkInterface, subnetCidrs: ReadonlyMap<string, string>): EniState {
+function toEniState(
+  eni: NetworkInterface,
+  subnetCidrs: ReadonlyMap<string, string>,
+  clusterName: string,
+): EniState {
   const detached = toDetachedEni(eni);
   const subnetCidr = subnetCidrs.get(detached.subnetId);
   if (!subnetCidr) {
@@ -595,6 +603,7 @@ function toEniState(eni: NetworkInterface, subnetCidrs: ReadonlyMap<string, stri
     securityGroupIds: detached.securityGroupIds,
     tags: detached.tags,
     description: detached.description,
+    ...(isOurs(detached.tags, clusterName) ? {} : { foreign: true }),
   };
 }
 

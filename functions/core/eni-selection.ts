@@ -14,8 +14,9 @@ export function matchesAllTags(tags: Tags, required: Tags): boolean {
 }
 
 /**
- * True when the node's knobs put the ENI out of bounds for allocation, release, pool publication
- * and capacity (cilium `ENI.IsExcludedBySpec`, reference §1.6/§3.5):
+ * True when the ENI is out of bounds for allocation, release, pool publication and capacity
+ * (cilium `ENI.IsExcludedBySpec`, reference §1.6/§3.5):
+ * - it is `foreign` (not ours: our role may not mutate it, whatever the knobs say), or
  * - its device index is below `firstInterfaceIndex`, or
  * - `excludeInterfaceTags` is non-empty and the ENI's tags match ALL of them.
  * Excluded ENIs still occupy a device slot and are still published in `status.eni.enis`.
@@ -24,7 +25,7 @@ export function isExcluded(
   eni: EniState,
   knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags'>,
 ): boolean {
-  if (eni.deviceIndex < knobs.firstInterfaceIndex) return true;
+  if (eni.foreign === true || eni.deviceIndex < knobs.firstInterfaceIndex) return true;
   const excludeTags = knobs.excludeInterfaceTags;
   return Object.keys(excludeTags).length > 0 && matchesAllTags(eni.tags, excludeTags);
 }

@@ -63,6 +63,13 @@ export interface EniState {
   readonly tags: Tags;
   readonly description: string;
   /**
+   * True for an ENI we did not create (it lacks our ownership tags): eth0 as EC2 made it, another
+   * controller's (VPC CNI, cilium-operator before the hand-over). Our role may not mutate it, so
+   * it is never filled, released, detached or deleted; it still takes its device slot and is
+   * published in `status.eni.enis`. Absent means ours.
+   */
+  readonly foreign?: boolean;
+  /**
    * When one of our own mutating calls (create, attach, assign, unassign) last changed this ENI and
    * EC2's response confirmed it. Within EC2's eventual-consistency window after that, a Describe
    * that disagrees is not proof: the record's view of this ENI wins (see `mergeObservedEnis`).

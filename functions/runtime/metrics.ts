@@ -35,6 +35,8 @@ export function allocationMetrics(outcome: AllocationOutcome): MetricPoint[] {
         count('ipam_ip_allocation_ops', assigned),
         count('ipam_allocation_blocked', outcome.blocked ? 1 : 0),
         count('ipam_agent_protocol_transitions', outcome.protocolTransition ? 1 : 0),
+        // A call our role may not make: the stack's policy and the allocator disagree.
+        count('ipam_ec2_unauthorized', outcome.deniedAction === undefined ? 0 : 1),
       ];
     }
   }

@@ -1,8 +1,11 @@
 import {
+  describeUnauthorized,
+  type Ec2Error,
   isAttachmentLimit,
   isDeviceIndexConflict,
   isPrefixCapacity,
   isSubnetFull,
+  isUnauthorized,
 } from '../aws/ec2-errors.ts';
 import { retryWhileNotFound, type Sleep } from '../aws/ec2-retry.ts';
 import { ENI_TAG_KEYS, isOurs, tagsForNewEni } from '../aws/eni-tags.ts';
@@ -21,6 +24,7 @@ import type {
   InstanceLimits,
   InstanceView,
   NodeKnobs,
+  NodeRecord,
   RecordedError,
   SecurityGroupView,
   SubnetView,
@@ -103,6 +107,8 @@ export type AllocationOutcome =
       readonly agentProtocol?: AgentDemand['protocol'];
       /** Set when this observation changed the recorded protocol (an upgrade or a downgrade). */
       readonly protocolTransition?: { readonly from: string; readonly to: AgentDemand['protocol'] };
+      /** The EC2 action IAM denied during this invocation (`UnauthorizedOperation`), if any. */
+      readonly deniedAction?: string;
     };
 
 /** A failed attach whose cleanup (deleting the fresh ENI) may have failed too; both are kept. */
@@ -124,6 +130,13 @@ export class EniAttachError extends Error {
 }
 
 const MAX_RECORD_CONFLICT_RETRIES = 3;
+
+/**
+ * After IAM denied one of our calls on a node, how long its allocation makes no further EC2
+ * mutation: the same call cannot succeed before someone changes the policy, and retrying it on
+ * every sweep would only repeat the denial (the node shows the error meanwhile).
+ */
+export const UNAUTHORIZED_RETRY_DELAY_MS = 10 * 60_000;
 
 /**
  * `listedInstance`: the instance as the caller just read it from DescribeInstances (the sweep's
@@ -226,7 +239,8 @@ async function allocateOnce(
   const actions: string[] = [];
   const failedSubnetIds: string[] = [];
   const prefixRefusedSubnetIds: string[] = [];
-  let blocked: RecordedError | undefined;
+  let blocked: RecordedError | undefined = recentDenial(record, deps.clock());
+  let deniedAction: string | undefined;
   let leased = false;
   let unrecordedChanges = false;
   const content = (lease: boolean): NodeRecordContent => ({
@@ -250,7 +264,8 @@ async function allocateOnce(
   };
 
   try {
-    for (let round = 0; round < settings.maxRoundsPerInvocation; round++) {
+    const rounds = blocked === undefined ? settings.maxRoundsPerInvocation : 0;
+    for (let round = 0; round < rounds; round++) {
       const repair = enisMissingDeleteOnTermination(
         enis,
         observation.knobs,
@@ -322,8 +337,18 @@ async function allocateOnce(
       unrecordedChanges = true;
     }
   } catch (error) {
-    blocked = { code: errorCode(error), message: errorMessage(error), atEpochMs: deps.clock() };
-    throw error;
+    const denied = deniedCall(error);
+    blocked = denied
+      ? { code: 'UnauthorizedOperation', message: describeUnauthorized(denied), atEpochMs: deps.clock() }
+      : { code: errorCode(error), message: errorMessage(error), atEpochMs: deps.clock() };
+    if (denied === undefined) throw error;
+    deniedAction = denied.action ?? 'unknown';
+    log.error('EC2 denied a call to our role; no further mutation on this node for a while', {
+      instanceId,
+      action: deniedAction,
+      retryAfterMs: UNAUTHORIZED_RETRY_DELAY_MS,
+      message: blocked.message,
+    });
   } finally {
     if (leased) {
       // Release the claim, keeping everything EC2 confirmed; on a conflict the lease simply expires.
@@ -347,6 +372,7 @@ async function allocateOnce(
     ...(blocked ? { blocked } : {}),
     ...(observation.demand ? { agentProtocol: observation.demand.protocol } : {}),
     ...(protocolTransition ? { protocolTransition } : {}),
+    ...(deniedAction === undefined ? {} : { deniedAction }),
   };
 }
 
@@ -357,6 +383,19 @@ function transitionOf(
 ): { from: string; to: AgentDemand['protocol'] } | undefined {
   if (observed === undefined || observed.protocol === recorded) return undefined;
   return { from: recorded ?? 'none', to: observed.protocol };
+}
+
+/** The node's recorded IAM denial while it is younger than `UNAUTHORIZED_RETRY_DELAY_MS`. */
+function recentDenial(record: NodeRecord | undefined, nowEpochMs: number): RecordedError | undefined {
+  const error = record?.lastError;
+  if (error?.code !== 'UnauthorizedOperation') return undefined;
+  return nowEpochMs - error.atEpochMs < UNAUTHORIZED_RETRY_DELAY_MS ? error : undefined;
+}
+
+/** The UnauthorizedOperation behind a failure: of the call itself, or of a fresh ENI's attach. */
+function deniedCall(error: unknown): Ec2Error | undefined {
+  const candidate = error instanceof EniAttachError ? error.attachError : error;
+  return isUnauthorized(candidate) ? (candidate as Ec2Error) : undefined;
 }
 
 async function observe(instance: InstanceView, deps: AllocationDependencies): Promise<Observation> {

@@ -53,14 +53,16 @@ function mutatingCalls(): number {
 describe('allocation gives each node what cilium-operator would', () => {
   // Expected pools worked out by hand from cilium's formulas (reference §3.2-§3.5):
   // needed = preAllocate - (available - used), raised to minAllocate - available, capped at
-  // maxAllocate (or the instance's maximum); fill existing non-excluded ENIs first (eth0 too when
-  // first-interface-index is 0), then new ENIs with min(needed + maxAboveWatermark, ipv4 - 1) IPs.
+  // maxAllocate (or the instance's maximum); fill existing non-excluded ENIs first, then new ENIs
+  // with min(needed + maxAboveWatermark, ipv4 - 1) IPs. Unlike cilium-operator, an eth0 that EC2
+  // created untagged is not ours whatever first-interface-index says (our role may not assign to
+  // it): with index 0 as with 1, the pool comes from ENIs we create.
   it.each([
     {
-      case: 'm5.large, defaults: 8 IPs on eth0 (first-interface-index 0 makes eth0 usable)',
+      case: 'm5.large, defaults (first-interface-index 0, untagged eth0): one new ENI with 8 IPs',
       instanceType: 'm5.large',
       spec: {},
-      expected: { 0: 8 },
+      expected: { 0: 0, 1: 8 },
     },
     {
       case: 'm5.large, first-interface-index 1: one new ENI with 8 IPs',
@@ -90,7 +92,7 @@ describe('allocation gives each node what cilium-operator would', () => {
       case: 'm5.large, pre-allocate 3',
       instanceType: 'm5.large',
       spec: { ipam: { 'pre-allocate': 3 } },
-      expected: { 0: 3 },
+      expected: { 0: 0, 1: 3 },
     },
     {
       case: 't3.medium, first-interface-index 1: 5 on the first ENI, 3 on the second',
@@ -99,16 +101,16 @@ describe('allocation gives each node what cilium-operator would', () => {
       expected: { 0: 0, 1: 5, 2: 3 },
     },
     {
-      case: 't3.medium, defaults: 5 on eth0, 3 on a new ENI',
+      case: 't3.medium, defaults (untagged eth0): 5 on the first new ENI, 3 on the second',
       instanceType: 't3.medium',
       spec: {},
-      expected: { 0: 5, 1: 3 },
+      expected: { 0: 0, 1: 5, 2: 3 },
     },
     {
-      case: 'm5.4xlarge, min-allocate 40: 29 on eth0, 11 on a new ENI',
+      case: 'm5.4xlarge, min-allocate 40 (untagged eth0): 29 and 11 on two new ENIs',
       instanceType: 'm5.4xlarge',
       spec: { ipam: { 'min-allocate': 40 } },
-      expected: { 0: 29, 1: 11 },
+      expected: { 0: 0, 1: 29, 2: 11 },
     },
     {
       case: 'm5.4xlarge, first-interface-index 1, pre-allocate 16, max-above-watermark 10',
@@ -136,7 +138,7 @@ describe('allocation gives each node what cilium-operator would', () => {
   it('uses the stack defaults while no CiliumNode exists', async () => {
     const instance = harness.launch('m5.large');
     await allocateNode(instance.instanceId, harness.dependencies());
-    expect(ec2PoolOf(instance)).toEqual({ 0: 8 });
+    expect(ec2PoolOf(instance)).toEqual({ 0: 0, 1: 8 });
     const record = await harness.table.store.get(instance.instanceId);
     expect(record).toMatchObject({ nodeName: instance.privateDnsName, knobs: { preAllocate: 8 } });
   });
@@ -265,7 +267,7 @@ describe('subnets and security groups follow the node knobs', () => {
   it('moves on to the next suitable subnet when one runs out of addresses', async () => {
     const instance = harness.launch('m5.large');
     await harness.createCiliumNode(instance, {
-      eni: { 'first-interface-index': 1, 'subnet-ids': [harness.seed.subnets.tinyA.subnetId] },
+      eni: { 'first-interface-index': 1, 'subnet-tags': { purpose: 'tiny' } },
       ipam: { 'min-allocate': 18 },
     });
     await allocateNode(instance.instanceId, harness.dependencies());
@@ -276,18 +278,13 @@ describe('subnets and security groups follow the node knobs', () => {
   });
 
   it('records the error on the node item when no subnet has room', async () => {
-    const state = harness.ec2.state;
-    const vpc = state.addVpc({ cidrBlock: '10.9.0.0/16' });
-    const only = state.addSubnet({
-      vpcId: vpc.vpcId,
-      availabilityZone: 'us-east-1a',
-      cidrBlock: '10.9.0.0/28',
+    // The only subnet of the cluster VPC in its zone is a /28.
+    const only = harness.ec2.state.addSubnet({
+      vpcId: harness.seed.vpc.vpcId,
+      availabilityZone: 'us-east-1c',
+      cidrBlock: '10.0.9.0/28',
     });
-    const defaultGroup = state.listSecurityGroups().find((group) => group.vpcId === vpc.vpcId);
-    const instance = harness.launch('m5.large', {
-      subnetId: only.subnetId,
-      securityGroupIds: [defaultGroup?.groupId ?? ''],
-    });
+    const instance = harness.launch('m5.large', { subnetId: only.subnetId });
     await harness.createCiliumNode(instance, {
       eni: { 'first-interface-index': 1 },
       ipam: { 'min-allocate': 18 },
@@ -345,7 +342,7 @@ describe('bad input writes nothing and mutates nothing', () => {
       },
     });
     await allocateNode(instance.instanceId, harness.dependencies());
-    expect(ec2PoolOf(instance)).toEqual({ 0: 8 });
+    expect(ec2PoolOf(instance)).toEqual({ 0: 0, 1: 8 });
     expect(
       harness.logs.some((entry) => entry.level === 'error' && /another instance/.test(entry.message)),
     ).toBe(true);

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { ownershipTags } from '../../functions/aws/eni-tags.ts';
 import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
 import { desiredPool, desiredStatusEnis } from '../../functions/core/ciliumnode-render.ts';
 import { isExcluded } from '../../functions/core/eni-selection.ts';
@@ -6,7 +7,11 @@ import { expandCidr } from '../../functions/core/ip-math.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
-import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
+import {
+  type AllocationHarness,
+  CLUSTER_NAME,
+  startAllocationHarness,
+} from '../support/allocation-harness.ts';
 
 /**
  * Prefix delegation end to end, against the stand-ins (EC2 emulator, DynamoDB Local, the
@@ -140,10 +145,10 @@ describe('a nitro or bare-metal node gets /28 prefixes, as cilium-operator would
       delegated: true,
     },
     {
-      case: 'm5.large, first-interface-index 0: eth0 itself is filled with one /28',
+      case: 'm5.large, first-interface-index 0, untagged eth0 (not ours): one /28 on a new ENI',
       instanceType: 'm5.large',
       spec: { eni: { 'first-interface-index': 0 } },
-      expected: { 0: prefixes(1) },
+      expected: { 0: none, 1: prefixes(1) },
       delegated: true,
     },
     {
@@ -182,10 +187,10 @@ describe('a nitro or bare-metal node gets /28 prefixes, as cilium-operator would
       delegated: true,
     },
     {
-      case: 'm5.4xlarge, first-interface-index 0, max-above-watermark 40: ceil(48 / 16) = 3 on eth0',
+      case: 'm5.4xlarge, first-interface-index 0, max-above-watermark 40: ceil(48 / 16) = 3 on a new ENI',
       instanceType: 'm5.4xlarge',
       spec: { eni: { 'first-interface-index': 0 }, ipam: { 'max-above-watermark': 40 } },
-      expected: { 0: prefixes(3) },
+      expected: { 0: none, 1: prefixes(3) },
       delegated: true,
     },
     {
@@ -383,7 +388,11 @@ describe('record size', () => {
       availabilityZone: harness.seed.availabilityZones[0],
       cidrBlock: '10.0.128.0/17',
     });
-    const instance = harness.launch('m5.24xlarge', { subnetId: large.subnetId });
+    // eth0 carries our tags (set by the node launch template), so it is ours to fill too.
+    const instance = harness.launch('m5.24xlarge', {
+      subnetId: large.subnetId,
+      primaryNetworkInterfaceTags: ownershipTags(CLUSTER_NAME, 'launch-template'),
+    });
     const maximum = 15 * 49 * 16;
     await harness.createCiliumNode(instance, {
       eni: { 'first-interface-index': 0 },

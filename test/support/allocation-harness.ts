@@ -15,6 +15,7 @@ import {
   createManualClock,
   type Ec2Emulator,
   type Ec2EmulatorOptions,
+  type IamIdentity,
   type InstanceRecord,
   type ManualClock,
   startEc2Emulator,
@@ -22,8 +23,11 @@ import {
 import { type K8sEmulator, start as startK8sEmulator } from '../emulators/k8s/index.ts';
 import { defaultKnobs } from '../fixtures/node-records.ts';
 import { createTestNodeTable, type TestNodeTable } from './node-table.ts';
+import { stackFunctionIdentities } from './stack-policies.ts';
 
 export const CLUSTER_NAME = 'scenario-cluster';
+/** The allocator's access key in the EC2 emulator (its identity: the stack's Allocate role). */
+export const ACCESS_KEY_ID = 'AKIAALLOCATEHARNESS0';
 
 /**
  * Everything the allocation talks to, for real: DynamoDB Local (a fresh node table), the EC2
@@ -33,6 +37,8 @@ export const CLUSTER_NAME = 'scenario-cluster';
  */
 export interface AllocationHarness {
   readonly ec2: Ec2Emulator;
+  /** The allocate role's policies, as synthesized for this cluster (`ec2.setIdentity(ACCESS_KEY_ID, …)` changes them). */
+  readonly identity: IamIdentity;
   readonly seed: ClusterSeed;
   readonly clock: ManualClock;
   readonly k8s: K8sEmulator;
@@ -47,7 +53,13 @@ export interface AllocationHarness {
   /** A running cluster member in node subnet A. */
   launch(
     instanceType: string,
-    options?: { tags?: Record<string, string>; subnetId?: string; securityGroupIds?: string[] },
+    options?: {
+      tags?: Record<string, string>;
+      subnetId?: string;
+      securityGroupIds?: string[];
+      /** eth0's tags (a launch template's); default none, as EC2 creates it. */
+      primaryNetworkInterfaceTags?: Record<string, string>;
+    },
   ): InstanceRecord;
   /** What an agent writes when it starts: its CiliumNode, named after the PrivateDnsName. */
   createCiliumNode(instance: InstanceRecord, spec?: Record<string, unknown>): Promise<CiliumNode>;
@@ -61,12 +73,27 @@ export async function startAllocationHarness(
     ec2?: Ec2EmulatorOptions;
     settings?: Partial<AllocationSettings>;
     retry?: Partial<Ec2RetryOptions>;
+    /** CDK context the stack's policies are synthesized with (e.g. `eni-ipam:vpcOwnerAccountId`). */
+    stackContext?: Record<string, unknown>;
+    /** Let `close` pass although IAM denied calls (default false: a denied call fails the test). */
+    allowDeniedCalls?: boolean;
   } = {},
 ): Promise<AllocationHarness> {
   const clock = createManualClock();
-  const ec2 = await startEc2Emulator({ clock: clock.now, ...options.ec2 });
+  const ec2 = await startEc2Emulator({ clock: clock.now, ...options.ec2, identities: {} });
   const seed = ec2.state.seedCluster({ clusterName: CLUSTER_NAME });
+  // The allocator runs as the allocate function's role, with the stack's policies for this cluster.
+  const identity = (
+    await stackFunctionIdentities({
+      clusterName: CLUSTER_NAME,
+      vpcId: seed.vpc.vpcId,
+      region: ec2.state.region,
+      ...(options.stackContext ? { context: options.stackContext } : {}),
+    })
+  ).Allocate;
+  ec2.setIdentity(ACCESS_KEY_ID, identity);
   process.env.AWS_ENDPOINT_URL_EC2 = ec2.url;
+  process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
   const ec2Client = createEc2Client({
     retry: { maxAttempts: 8, baseDelayMs: 1, maxDelayMs: 20, ...options.retry },
   });
@@ -109,6 +136,7 @@ export async function startAllocationHarness(
 
   const harness: AllocationHarness = {
     ec2,
+    identity,
     seed,
     clock,
     k8s,
@@ -143,6 +171,9 @@ export async function startAllocationHarness(
         subnetId: launchOptions.subnetId ?? seed.subnets.nodesA.subnetId,
         securityGroupIds: launchOptions.securityGroupIds ?? [seed.securityGroups.nodes.groupId],
         tags: { [`kubernetes.io/cluster/${CLUSTER_NAME}`]: 'owned', ...launchOptions.tags },
+        ...(launchOptions.primaryNetworkInterfaceTags
+          ? { primaryNetworkInterfaceTags: launchOptions.primaryNetworkInterfaceTags }
+          : {}),
       }),
     createCiliumNode: (instance, spec = {}) =>
       ciliumNodes.create({
@@ -159,6 +190,13 @@ export async function startAllocationHarness(
     close: async () => {
       ec2Client.destroy();
       await Promise.all([ec2.close(), k8s.close()]);
+      // Every scenario proves the allocator made no call its role may not make, unless it is about that.
+      const denied = ec2.calls.log.filter((call) => call.errorCode === 'UnauthorizedOperation');
+      if (denied.length > 0 && options.allowDeniedCalls !== true) {
+        throw new Error(
+          `IAM denied ${denied.length} EC2 call(s): ${denied.map((call) => call.action).join(', ')}`,
+        );
+      }
     },
   };
   return harness;

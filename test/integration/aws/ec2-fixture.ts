@@ -13,6 +13,7 @@ import {
   type ManualClock,
   startEc2Emulator,
 } from '../../emulators/ec2/index.ts';
+import { stackFunctionIdentities } from '../../support/stack-policies.ts';
 
 /**
  * One EC2 emulator per test, reached by the REAL EC2Client through the SDK's standard
@@ -37,6 +38,7 @@ export interface Ec2Fixture {
 }
 
 export const CLUSTER_NAME = 'unit-cluster';
+const ACCESS_KEY_ID = 'AKIDEMULATOR';
 
 /** Retries that take milliseconds, not seconds. */
 export const FAST_RETRY: Ec2RetryOptions = { maxAttempts: 4, baseDelayMs: 1, maxDelayMs: 5 };
@@ -48,12 +50,17 @@ export async function startEc2Fixture(
   } = {},
 ): Promise<Ec2Fixture> {
   const clock = createManualClock();
-  const emulator = await startEc2Emulator({ clock: clock.now });
+  const emulator = await startEc2Emulator({ clock: clock.now, identities: {} });
   process.env.AWS_REGION = 'us-east-1';
-  process.env.AWS_ACCESS_KEY_ID = 'AKIDEMULATOR';
+  process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
   process.env.AWS_SECRET_ACCESS_KEY = 'emulator-secret';
   process.env.AWS_ENDPOINT_URL_EC2 = emulator.url;
   const seed = emulator.state.seedCluster({ clusterName: CLUSTER_NAME });
+  // The adapter runs as the allocate function's role, with the stack's policies for this cluster.
+  emulator.setIdentity(
+    ACCESS_KEY_ID,
+    (await stackFunctionIdentities({ clusterName: CLUSTER_NAME, vpcId: seed.vpc.vpcId })).Allocate,
+  );
   const client = createEc2Client({ retry: { ...FAST_RETRY, ...options.retry } });
   const sleeps: number[] = [];
   const sleep: Sleep = async (delayMs) => {
@@ -71,7 +78,11 @@ export async function startEc2Fixture(
     sleeps,
     clusterName: CLUSTER_NAME,
     launch: (instanceType = 'm5.large') =>
-      emulator.state.launchInstance({ instanceType, subnetId: seed.subnets.nodesA.subnetId }).instanceId,
+      emulator.state.launchInstance({
+        instanceType,
+        subnetId: seed.subnets.nodesA.subnetId,
+        tags: { [`kubernetes.io/cluster/${CLUSTER_NAME}`]: 'owned' },
+      }).instanceId,
     close: async () => {
       client.destroy();
       await emulator.close();

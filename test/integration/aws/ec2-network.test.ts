@@ -12,7 +12,7 @@ import {
 } from '../../../functions/aws/ec2-errors.ts';
 import { createEc2NetworkAdapter } from '../../../functions/aws/ec2-network.ts';
 import { retryWhileNotFound } from '../../../functions/aws/ec2-retry.ts';
-import { ENI_TAG_KEYS, ownershipTags } from '../../../functions/aws/eni-tags.ts';
+import { ENI_TAG_KEYS, ownershipTags, tagsForNewEni } from '../../../functions/aws/eni-tags.ts';
 import { ConfigurationError } from '../../../functions/core/errors.ts';
 import type { CreateEniRequest } from '../../../functions/core/ports.ts';
 import { type Ec2Fixture, startEc2Fixture } from './ec2-fixture.ts';
@@ -229,6 +229,8 @@ describe('describes', () => {
       securityGroupIds: [f.seed.vpc.defaultSecurityGroupId],
       tags: {},
       description: '',
+      // EC2 created eth0 untagged: not ours, never to be mutated.
+      foreign: true,
     });
     expect(withIps).toEqual({
       id: ipEni.eni.id,
@@ -283,8 +285,11 @@ describe('describes', () => {
     }
     await attachedPodEni(f, instanceId, 1, { clientToken: 'attached-one' });
     await f.adapter.createEni(podEniRequest(f, otherInstanceId, { clientToken: 'other-instance' }));
-    const otherCluster = createEc2NetworkAdapter({ client: f.client, clusterName: 'another-cluster' });
-    await otherCluster.createEni(podEniRequest(f, instanceId, { clientToken: 'other-cluster' }));
+    // Another cluster's stack, with its own role, tagged an ENI for the same instance id.
+    f.emulator.state.createNetworkInterface({
+      subnetId: f.seed.subnets.podsA.subnetId,
+      tags: tagsForNewEni('another-cluster', instanceId),
+    });
     f.emulator.calls.reset();
 
     const found = await f.adapter.findDetachedEnisCreatedFor(instanceId);
@@ -465,10 +470,10 @@ describe('ENI lifecycle', () => {
 
 describe('retries', () => {
   it('throttled calls are retried with backoff until EC2 lets them through (token buckets on)', async () => {
-    const f = await start({ retry: { maxAttempts: 10, baseDelayMs: 5, maxDelayMs: 40 } });
+    const f = await start({ retry: { maxAttempts: 20, baseDelayMs: 5, maxDelayMs: 40 } });
     const instanceId = f.launch();
     f.emulator.setClock(Date.now);
-    f.emulator.setThrottling({ buckets: { CreateNetworkInterface: { burst: 2, refillPerSecond: 100 } } });
+    f.emulator.setThrottling({ buckets: { CreateNetworkInterface: { burst: 2, refillPerSecond: 20 } } });
 
     const enis = await Promise.all(
       [1, 2, 3, 4, 5, 6].map((slot) =>
