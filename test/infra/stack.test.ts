@@ -105,7 +105,7 @@ describe('the stack', () => {
     });
   });
 
-  it('grants EC2 mutations only with cluster-tag conditions, and no wildcard actions anywhere', () => {
+  it('grants EC2 mutations only with ownership- and cluster-tag conditions, and no wildcard actions anywhere', () => {
     const statements = statementsOf(template, 'Allocate');
     for (const statement of Object.values(template.findResources('AWS::IAM::Policy')).flatMap(
       (policy) =>
@@ -120,7 +120,12 @@ describe('the stack', () => {
     const create = byAction('ec2:CreateNetworkInterface');
     expect(create.map((statement) => statement.Condition)).toEqual(
       expect.arrayContaining([
-        { StringEquals: { 'aws:RequestTag/cluster.k8s.amazonaws.com/name': 'my-cluster' } },
+        {
+          StringEquals: {
+            'aws:RequestTag/cluster.k8s.amazonaws.com/name': 'my-cluster',
+            'aws:RequestTag/serverless-eni-ipam/owner': 'serverless-eni-ipam',
+          },
+        },
         { ArnEquals: { 'ec2:Vpc': expect.anything() } },
       ]),
     );
@@ -142,6 +147,13 @@ describe('the stack', () => {
       for (const grant of grants) {
         expect(grant.Resource, action).not.toBe('*');
         expect(JSON.stringify(grant.Condition), action).toMatch(/aws:ResourceTag\//);
+        if (JSON.stringify(grant.Resource).includes('network-interface')) {
+          // Keyed on our own ownership tag: VPC CNI's ENIs carry the cluster tag too.
+          expect(grant.Condition?.StringEquals, action).toMatchObject({
+            'aws:ResourceTag/serverless-eni-ipam/owner': 'serverless-eni-ipam',
+            'aws:ResourceTag/cluster.k8s.amazonaws.com/name': 'my-cluster',
+          });
+        }
       }
     }
     for (const describeStatement of statements.filter((statement) => statement.Resource === '*')) {

@@ -22,11 +22,15 @@ export interface SynthesizeOptions {
  * - `aws:cdk:enable-asset-metadata`: what the CDK CLI sets, so each function names its bundled
  *   asset folder (`aws:asset:path`);
  * - `eni-ipam:kubernetesAccess: none`: no EKS access entries and no EKS_* variables, so the
- *   functions reach Kubernetes through KUBECONFIG (the Kubernetes emulator).
+ *   functions reach Kubernetes through KUBECONFIG (the Kubernetes emulator);
+ * - `eni-ipam:vpcId`: the seeded cluster VPC.
  */
 export const LOCAL_SYNTH_CONTEXT = {
   'aws:cdk:enable-asset-metadata': true,
   'eni-ipam:kubernetesAccess': 'none',
+  // The VPC the local cloud seeds first (the EC2 emulator numbers ids in creation order): the
+  // roles may create ENIs only there (IAM ec2:Vpc), as in the real account.
+  'eni-ipam:vpcId': 'vpc-00000000000000001',
 } as const;
 
 /**

@@ -191,7 +191,7 @@ export async function startAllocationHarness(
       ec2Client.destroy();
       await Promise.all([ec2.close(), k8s.close()]);
       // Every scenario proves the allocator made no call its role may not make, unless it is about that.
-      const denied = ec2.calls.log.filter((call) => call.errorCode === 'UnauthorizedOperation');
+      const denied = ec2.calls.log.filter((call) => call.deniedByIam === true);
       if (denied.length > 0 && options.allowDeniedCalls !== true) {
         throw new Error(
           `IAM denied ${denied.length} EC2 call(s): ${denied.map((call) => call.action).join(', ')}`,

@@ -19,6 +19,8 @@ export interface CallRecord {
   readonly errorCode?: string;
   /** The resources IAM authorized the call on (ARNs, `*` for none), once it got that far. */
   readonly resources?: readonly string[];
+  /** True when IAM denied the call (an injected UnauthorizedOperation is not a denial). */
+  readonly deniedByIam?: boolean;
 }
 
 export class CallLog {
@@ -50,7 +52,7 @@ export class CallLog {
 
   /** Calls IAM denied (UnauthorizedOperation), optionally of one action. */
   denied(action?: string): number {
-    return this.matching(action).filter((call) => call.errorCode === 'UnauthorizedOperation').length;
+    return this.matching(action).filter((call) => call.deniedByIam === true).length;
   }
 
   /** Calls authorized on (acting on) a resource whose ARN ends with `/<id>`, e.g. an ENI id. */

@@ -90,6 +90,7 @@ export async function startEc2Emulator(options: Ec2EmulatorOptions = {}): Promis
     const action = params.get('Action') ?? '';
     const paramRecord = params.toRecord();
     let resources: string[] | undefined;
+    let deniedByIam = false;
     const log = (outcome: CallOutcome, errorCode?: string): void =>
       calls.record({
         action,
@@ -97,6 +98,7 @@ export async function startEc2Emulator(options: Ec2EmulatorOptions = {}): Promis
         outcome,
         ...(errorCode === undefined ? {} : { errorCode }),
         ...(resources === undefined ? {} : { resources }),
+        ...(deniedByIam ? { deniedByIam } : {}),
       });
     const answerError = (error: Ec2ApiError): void => {
       log(outcomeOfError(error), error.code);
@@ -122,7 +124,10 @@ export async function startEc2Emulator(options: Ec2EmulatorOptions = {}): Promis
       const requests = await authorizationRequests(state, action, params);
       resources = [...new Set(requests.map((request) => request.resourceArn))];
       const denial = await authorizer.firstDenial(requests);
-      if (denial !== undefined) throw ec2Errors.unauthorizedOperation(denial.message);
+      if (denial !== undefined) {
+        deniedByIam = true;
+        throw ec2Errors.unauthorizedOperation(denial.message);
+      }
       if (params.boolean('DryRun')) {
         throw new Ec2ApiError(
           'DryRunOperation',

@@ -77,7 +77,8 @@ describe('the allocate handler', () => {
     const instance = harness.launch('m5.large');
     const allocated = await allocate(stateChange(instance.instanceId, 'running'), context('run-1'));
     expect(allocated).toMatchObject({ status: 'allocated', outcome: { kind: 'reconciled' } });
-    expect((await harness.table.store.get(instance.instanceId))?.enis[0]?.secondaryIps).toHaveLength(8);
+    // eth0 (index 0) is not ours: the pool is on the ENI we created at index 1.
+    expect((await harness.table.store.get(instance.instanceId))?.enis[1]?.secondaryIps).toHaveLength(8);
 
     harness.ec2.state.setInstanceState(instance.instanceId, 'terminated');
     const retired = await allocate(stateChange(instance.instanceId, 'terminated'), context('term-1'));
