@@ -205,6 +205,8 @@ describe('a tiny bench run', () => {
         'mutating_calls_per_node',
         'non_mutating_calls_per_node',
         'throttled_retries',
+        'denied_ec2_calls',
+        'denied_k8s_requests',
         'time_to_last_ready',
         'single_node_round_trips',
         'ddb_condition_failures_per_write',
@@ -227,6 +229,9 @@ describe('a tiny bench run', () => {
       expect(item.ratioText).not.toBe('n/a');
     }
     expect(report.readyNodes).toBe(3);
+    // Authorization is enforced: the synthesized roles allow every call the functions make.
+    const value = (id: string) => report.figures.find((item) => item.id === id)?.value;
+    expect({ ec2: value('denied_ec2_calls'), k8s: value('denied_k8s_requests') }).toEqual({ ec2: 0, k8s: 0 });
     expect(report.burst.invariantViolations).toBe(0);
     // first-interface-index 1: every node needed a new ENI, and one alone needs at least 9 round trips.
     expect(report.burst.newEnis).toBeGreaterThanOrEqual(3);

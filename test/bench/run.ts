@@ -377,6 +377,11 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const mutatingAccepted = accepted.filter((call) => !isNonMutatingAction(call.action));
     const eniCalls = mutatingAccepted.filter((call) => !/PrivateIpAddresses$/.test(call.action)).length;
     const nonMutatingAccepted = accepted.filter((call) => isNonMutatingAction(call.action)).length;
+    // Denials over the whole run (setup, burst, steady state): every one is a call the roles forbid.
+    const deniedEc2 = cloud.ec2.calls.log.filter((call) => call.deniedByIam === true);
+    const deniedK8s = cloud.k8s.requests
+      .all()
+      .filter((request) => request.statusCode === 401 || request.statusCode === 403);
     let newEnis = 0;
     let floorAssigns = 0;
     for (const instanceId of instanceIds) {
@@ -444,6 +449,22 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         reference: 0,
         unit: 'calls',
         note: `calls answered RequestLimitExceeded by the emulator's per-action buckets during the burst: ${formatCounts(countBy(throttled.map((call) => call.action)))}.`,
+      }),
+      figure({
+        id: 'denied_ec2_calls',
+        label: 'EC2 calls denied by IAM',
+        value: deniedEc2.length,
+        reference: 0,
+        unit: 'calls',
+        note: `calls of the whole run the EC2 emulator answered UnauthorizedOperation after evaluating the caller's synthesized role policies: ${formatCounts(countBy(deniedEc2.map((call) => call.action)))}. Floor 0: the allocator never attempts a call its role may not make.`,
+      }),
+      figure({
+        id: 'denied_k8s_requests',
+        label: 'Kubernetes requests denied (401/403)',
+        value: deniedK8s.length,
+        reference: 0,
+        unit: 'requests',
+        note: `requests of the whole run the Kubernetes emulator refused for authentication (401) or RBAC (403, each function's own group): ${formatCounts(countBy(deniedK8s.map((request) => `${request.verb} ${request.path}`.replace(/\/ciliumnodes\/[^/]+/, '/ciliumnodes/<name>'))))}. Floor 0.`,
       }),
       figure({
         id: 'time_to_last_ready',

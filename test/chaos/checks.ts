@@ -13,7 +13,7 @@ import {
 } from '../../functions/core/invariants.ts';
 import { usedIps } from '../../functions/core/knobs.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
-import type { LocalCloud } from '../local-cloud/index.ts';
+import { type LocalCloud, renderDenials } from '../local-cloud/index.ts';
 
 /**
  * What a chaos run must end with, once the faults stopped and the sweep ran. Each failed check is
@@ -31,7 +31,8 @@ import type { LocalCloud } from '../local-cloud/index.ts';
  *   exactly that record version: pool non-empty and equal to the record's pool, status ENIs equal
  *   to the record's ENIs;
  * - `retired`: a terminated instance's record is retired (or absent);
- * - `emulator`: the EC2 emulator raised no internal error.
+ * - `emulator`: the EC2 emulator raised no internal error;
+ * - `denied`: IAM denied no EC2 call and RBAC no Kubernetes request (injected faults are not denials).
  */
 
 export interface CheckContext {
@@ -166,6 +167,8 @@ export async function checkRun({ cloud, clusterName, instances }: CheckContext):
   for (const error of cloud.ec2.unexpectedErrors) {
     failures.push(`emulator: EC2 emulator internal error: ${String(error)}`);
   }
+  const denials = cloud.denials();
+  if (denials.total > 0) failures.push(renderDenials(denials));
   return failures;
 }
 

@@ -18,6 +18,12 @@ export {
   startLocalCloud,
 } from './local-cloud.ts';
 export type { DiscardedBatch, LambdaStreamRecord, StreamPollerStats } from './stream-poller.ts';
-export { type CloudSummary, type NodeSummary, renderSummary } from './summary.ts';
+export {
+  type CloudSummary,
+  type Denials,
+  type NodeSummary,
+  renderDenials,
+  renderSummary,
+} from './summary.ts';
 export { readSynthesizedStack, type SynthesizedStack, synthesizeStack } from './synthesize.ts';
 export type { StackModel } from './template.ts';

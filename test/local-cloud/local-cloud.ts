@@ -48,7 +48,7 @@ import {
   StreamPoller,
   type StreamPollerStats,
 } from './stream-poller.ts';
-import { type CloudSummary, summarize } from './summary.ts';
+import { type CloudSummary, type Denials, denialsOf, summarize } from './summary.ts';
 import { readSynthesizedStack, type SynthesizedStack, synthesizeStack } from './synthesize.ts';
 import {
   type FunctionDefinition,
@@ -165,6 +165,8 @@ export interface LocalCloud {
   records(): Promise<Map<string, NodeRecord>>;
   /** The summary of the instances launched (or of `instanceIds`). */
   summary(instanceIds?: readonly string[]): Promise<CloudSummary>;
+  /** EC2 calls IAM denied and Kubernetes requests refused (401/403), since the start. */
+  denials(): Denials;
   /** Invocation counters per function logical id. */
   functionStats(): Record<string, FunctionStats>;
   streamStats(): StreamPollerStats;
@@ -540,6 +542,7 @@ async function start(
     },
     records,
     summary: async (instanceIds = launched) => summarize(ec2.state, k8s, await records(), instanceIds),
+    denials: () => denialsOf(ec2.calls.log, k8s.requests.all()),
     functionStats: () => functionStatsOf(runners),
     streamStats: () => {
       const all = pollers.map((poller) => poller.stats());

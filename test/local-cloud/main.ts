@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { LOCAL_CLOUD_STATE_FILE } from '../../infra/resync.ts';
 import { startLocalLambdaApi } from './lambda-api.ts';
 import { type LocalCloud, startLocalCloud } from './local-cloud.ts';
-import { renderSummary } from './summary.ts';
+import { renderDenials, renderSummary } from './summary.ts';
 
 const INSTANCE_TYPES = ['m5.large', 't3.medium', 'c5.xlarge', 'r5.large', 'm5.2xlarge'] as const;
 const READY_TIMEOUT_MS = 90_000;
@@ -135,8 +135,16 @@ async function runOnce(cloud: LocalCloud, recentErrors: readonly string[]): Prom
   const summary = await cloud.summary();
   console.log(renderSummary(summary));
   console.log(describeActivity(cloud, recentErrors));
-  const ok = !timedOut && summary.readyNodes === summary.nodes.length && summary.violations === 0;
-  console.log(ok ? 'OK: every node is ready and no invariant was violated' : 'FAILED: see above');
+  const denials = cloud.denials();
+  console.log(renderDenials(denials));
+  const ok =
+    !timedOut &&
+    summary.readyNodes === summary.nodes.length &&
+    summary.violations === 0 &&
+    denials.total === 0;
+  console.log(
+    ok ? 'OK: every node is ready, no invariant was violated and no call was denied' : 'FAILED: see above',
+  );
   return ok ? 0 : 1;
 }
 
@@ -145,7 +153,7 @@ async function runLive(cloud: LocalCloud, recentErrors: readonly string[], flags
   const interactive = process.stdout.isTTY === true;
   let previous = '';
   const draw = async () => {
-    const text = `${renderSummary(await cloud.summary())}\n${describeActivity(cloud, recentErrors)}`;
+    const text = `${renderSummary(await cloud.summary())}\n${renderDenials(cloud.denials())}\n${describeActivity(cloud, recentErrors)}`;
     if (text === previous) return;
     previous = text;
     if (interactive) process.stdout.write('\x1b[2J\x1b[H');

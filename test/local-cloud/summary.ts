@@ -2,8 +2,9 @@ import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { RECORD_VERSION_ANNOTATION } from '../../functions/core/ciliumnode.ts';
 import { checkRightNode, checkStatusCoversSpec, type Violation } from '../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
+import type { CallRecord } from '../emulators/ec2/calls.ts';
 import type { Ec2State } from '../emulators/ec2/index.ts';
-import type { K8sEmulator } from '../emulators/k8s/index.ts';
+import type { K8sEmulator, RequestRecord } from '../emulators/k8s/index.ts';
 
 /**
  * What the local cloud shows: per instance, EC2's view, its node record and its CiliumNode, and
@@ -116,6 +117,38 @@ function summarizeNode(
     violations,
     ready,
   };
+}
+
+/** Calls the stand-ins refused for authorization, counted by what was asked. */
+export interface Denials {
+  /** EC2 calls IAM denied (UnauthorizedOperation), by action. */
+  readonly ec2: Readonly<Record<string, number>>;
+  /** Kubernetes requests refused 401 or 403 (RBAC), by verb and resource. */
+  readonly kubernetes: Readonly<Record<string, number>>;
+  readonly total: number;
+}
+
+/** The authorization denials among the calls made so far (floor 0: the roles allow what the functions do). */
+export function denialsOf(ec2Calls: readonly CallRecord[], k8sRequests: readonly RequestRecord[]): Denials {
+  const ec2: Record<string, number> = {};
+  for (const call of ec2Calls) if (call.deniedByIam === true) ec2[call.action] = (ec2[call.action] ?? 0) + 1;
+  const kubernetes: Record<string, number> = {};
+  for (const request of k8sRequests) {
+    if (request.statusCode !== 401 && request.statusCode !== 403) continue;
+    const key = `${request.statusCode} ${request.verb} ${request.subresource === 'status' ? 'ciliumnodes/status' : 'ciliumnodes'}`;
+    kubernetes[key] = (kubernetes[key] ?? 0) + 1;
+  }
+  const total = [...Object.values(ec2), ...Object.values(kubernetes)].reduce((sum, count) => sum + count, 0);
+  return { ec2, kubernetes, total };
+}
+
+/** One line: the denial counts, or that there were none. */
+export function renderDenials(denials: Denials): string {
+  const list = (counts: Readonly<Record<string, number>>) =>
+    Object.entries(counts)
+      .map(([key, count]) => `${key} ${count}`)
+      .join(', ') || 'none';
+  return `denied: ${denials.total} (EC2 by IAM: ${list(denials.ec2)}; Kubernetes: ${list(denials.kubernetes)})`;
 }
 
 /** A fixed-width table of the nodes, then the first violations, if any. */

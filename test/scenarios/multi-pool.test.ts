@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ownershipTags } from '../../functions/aws/eni-tags.ts';
 import { agentProtocolOf } from '../../functions/core/agent-protocol.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import {
@@ -10,7 +11,11 @@ import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { sweep } from '../../functions/services/sweep.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
-import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
+import {
+  type AllocationHarness,
+  CLUSTER_NAME,
+  startAllocationHarness,
+} from '../support/allocation-harness.ts';
 import { CrdAgentDriver, observeAsAgent } from '../support/cilium-agent-model.ts';
 import {
   expectMultiPoolInvariants,
@@ -277,7 +282,10 @@ describe('release after demand falls (excess release on)', () => {
 
 describe('a 1.19 node whose ENI becomes excluded (first-interface-index 0 → 1 after eth0 was filled)', () => {
   it('takes the unused IPs of eth0 out of the pool through the release handshake, keeps the used ones, and never unassigns them', async () => {
-    const instance = harness.launch('m5.large');
+    // eth0 tagged as ours by the launch template, so the allocator may fill it.
+    const instance = harness.launch('m5.large', {
+      primaryNetworkInterfaceTags: ownershipTags(CLUSTER_NAME, 'launch-template'),
+    });
     // No CiliumNode yet: the stack defaults (first-interface-index 0) fill eth0.
     await allocateNode(instance.instanceId, harness.dependencies());
     await syncNode(instance.instanceId, syncDependencies(harness));

@@ -23,6 +23,9 @@ export async function startDynamoDbLocal(options: { readyTimeoutMs?: number } = 
       '-jar',
       join(jarDirectory, 'DynamoDBLocal.jar'),
       '-inMemory',
+      // One database for every credential, as one account's tables are for all its roles (DynamoDB
+      // Local otherwise keeps a database per access key, and each local-cloud function has its own).
+      '-sharedDb',
       '-disableTelemetry',
       '-port',
       String(port),

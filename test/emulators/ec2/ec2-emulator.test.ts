@@ -177,7 +177,7 @@ describe('reaching the emulator', () => {
       const { Vpcs } = await client.send(new DescribeVpcsCommand({}));
       expect(Vpcs?.map((vpc) => vpc.VpcId)).toEqual([cluster.vpc.vpcId]);
       expect(emulator.calls.log).toEqual([
-        { action: 'DescribeVpcs', atMs: expect.any(Number), outcome: 'ok' },
+        { action: 'DescribeVpcs', atMs: expect.any(Number), outcome: 'ok', resources: ['*'] },
       ]);
     } finally {
       client.destroy();
