@@ -1,15 +1,13 @@
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type { Construct } from 'constructs';
-
-const SWEEP_SERVICE = 'serverless-eni-ipam-sweep';
-const ALLOCATE_SERVICE = 'serverless-eni-ipam-allocate';
-const SYNC_SERVICE = 'serverless-eni-ipam-sync';
+import { SERVICE_NAMES } from './service-names.ts';
 
 /**
  * One CloudWatch dashboard per stack (`ServerlessEniIpam-<cluster>`): the nodes and their deficit,
- * allocation work and blocks, sync writes and failures (from the functions' EMF metrics, in the
- * cluster's namespace), and the alarms' state at a glance.
+ * allocation work and blocks, sync writes and failures, ENI garbage collection (from the functions'
+ * EMF metrics, in the cluster's namespace, each under its function's own service), and the alarms'
+ * state at a glance.
  */
 export function addDashboard(
   scope: Construct,
@@ -25,25 +23,30 @@ export function addDashboard(
       period: Duration.minutes(1),
     });
   const graph = (title: string, metrics: cloudwatch.IMetric[]) =>
-    new cloudwatch.GraphWidget({ title, left: metrics, width: 8 });
+    new cloudwatch.GraphWidget({ title, left: metrics, width: 6 });
   new cloudwatch.Dashboard(scope, 'Dashboard', {
     widgets: [
       [
         graph('Nodes', [
-          metric(SWEEP_SERVICE, 'ipam_nodes'),
-          metric(SWEEP_SERVICE, 'ipam_nodes_in_deficit'),
-          metric(SWEEP_SERVICE, 'ipam_sweep_failures'),
+          metric(SERVICE_NAMES.Sweep, 'ipam_nodes'),
+          metric(SERVICE_NAMES.Sweep, 'ipam_nodes_in_deficit'),
+          metric(SERVICE_NAMES.Sweep, 'ipam_sweep_failures'),
         ]),
         graph('Allocation', [
-          metric(ALLOCATE_SERVICE, 'ipam_ip_allocation_ops', 'Sum'),
-          metric(ALLOCATE_SERVICE, 'ipam_interface_creation_ops', 'Sum'),
-          metric(ALLOCATE_SERVICE, 'ipam_allocation_blocked', 'Sum'),
-          metric(ALLOCATE_SERVICE, 'ipam_allocate_events_failed', 'Sum'),
+          metric(SERVICE_NAMES.Allocate, 'ipam_ip_allocation_ops', 'Sum'),
+          metric(SERVICE_NAMES.Allocate, 'ipam_interface_creation_ops', 'Sum'),
+          metric(SERVICE_NAMES.Allocate, 'ipam_allocation_blocked', 'Sum'),
+          metric(SERVICE_NAMES.Allocate, 'ipam_allocate_events_failed', 'Sum'),
         ]),
         graph('Sync', [
-          metric(SYNC_SERVICE, 'ipam_k8s_sync_writes', 'Sum'),
-          metric(SYNC_SERVICE, 'ipam_k8s_sync_failures', 'Sum'),
-          metric(SYNC_SERVICE, 'ipam_k8s_sync_refused_foreign', 'Sum'),
+          metric(SERVICE_NAMES.Sync, 'ipam_k8s_sync_writes', 'Sum'),
+          metric(SERVICE_NAMES.Sync, 'ipam_k8s_sync_failures', 'Sum'),
+          metric(SERVICE_NAMES.Sync, 'ipam_k8s_sync_refused_foreign', 'Sum'),
+        ]),
+        graph('ENI garbage collection', [
+          metric(SERVICE_NAMES.GarbageCollection, 'ipam_eni_gc_candidates', 'Sum'),
+          metric(SERVICE_NAMES.GarbageCollection, 'ipam_eni_gc_deleted', 'Sum'),
+          metric(SERVICE_NAMES.GarbageCollection, 'ipam_eni_gc_failed', 'Sum'),
         ]),
       ],
       [new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: [...alarms], width: 24 })],

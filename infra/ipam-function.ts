@@ -10,6 +10,8 @@ export interface IpamFunctionProps {
   /** The folder under `functions/` holding the handler's `index.ts`. */
   readonly handlerFolder: 'allocate' | 'sweep' | 'sync';
   readonly description: string;
+  /** Powertools' service name (`POWERTOOLS_SERVICE_NAME`): the `service` dimension of its EMF metrics. */
+  readonly serviceName: string;
   readonly timeout: Duration;
   readonly memorySizeMb?: number;
   readonly environment: Readonly<Record<string, string>>;
@@ -64,7 +66,7 @@ export class IpamFunction extends Construct {
       environment: {
         ...props.environment,
         NODE_OPTIONS: '--enable-source-maps',
-        POWERTOOLS_SERVICE_NAME: `serverless-eni-ipam-${props.handlerFolder}`,
+        POWERTOOLS_SERVICE_NAME: props.serviceName,
         POWERTOOLS_LOG_LEVEL: props.logLevel,
         POWERTOOLS_METRICS_NAMESPACE: props.metricsNamespace,
       },

@@ -20,6 +20,7 @@ import { IpamFunction } from './ipam-function.ts';
 import { FUNCTION_KUBERNETES_GROUPS, type IpamFunctionId } from './kubernetes-access.ts';
 import { outputAwsAuthMappings } from './kubernetes-identities.ts';
 import { NodeTable } from './node-table.ts';
+import { SERVICE_NAMES } from './service-names.ts';
 
 export interface EniIpamStackProps extends StackProps {
   readonly config: StackConfig;
@@ -90,6 +91,7 @@ export class EniIpamStack extends Stack {
 
     this.allocateFunction = new IpamFunction(this, 'Allocate', {
       handlerFolder: 'allocate',
+      serviceName: SERVICE_NAMES.Allocate,
       description: 'Allocates ENIs and IPs when an EC2 instance of the cluster starts running',
       timeout: Duration.minutes(2),
       environment: allocationEnvironment,
@@ -99,6 +101,7 @@ export class EniIpamStack extends Stack {
     });
     this.sweepFunction = new IpamFunction(this, 'Sweep', {
       handlerFolder: 'sweep',
+      serviceName: SERVICE_NAMES.Sweep,
       description: 'Reconciles every node of the cluster with EC2',
       timeout: Duration.minutes(5),
       environment: allocationEnvironment,
@@ -110,6 +113,7 @@ export class EniIpamStack extends Stack {
     });
     this.garbageCollectionFunction = new IpamFunction(this, 'GarbageCollection', {
       handlerFolder: 'sweep',
+      serviceName: SERVICE_NAMES.GarbageCollection,
       description: 'Deletes detached ENIs of ours that no live node record references',
       timeout: Duration.minutes(5),
       environment: allocationEnvironment,
@@ -118,6 +122,7 @@ export class EniIpamStack extends Stack {
     });
     this.syncFunction = new IpamFunction(this, 'Sync', {
       handlerFolder: 'sync',
+      serviceName: SERVICE_NAMES.Sync,
       description: 'Writes one consistent node-record version to the CiliumNode: status first, then spec',
       timeout: Duration.minutes(2),
       environment: {
@@ -345,7 +350,8 @@ export class EniIpamStack extends Stack {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       });
     }
-    const sweepService = 'serverless-eni-ipam-sweep';
+    // The sweep's own service dimension: the garbage collection (the same code) publishes under its own.
+    const sweepService = SERVICE_NAMES.Sweep;
     emfAlarm(this, 'NodesInDeficit', {
       namespace: this.metricsNamespace,
       service: sweepService,

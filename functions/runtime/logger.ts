@@ -4,8 +4,12 @@ import type { Log } from '../core/ports.ts';
 /**
  * Structured JSON logs through Powertools (level from POWERTOOLS_LOG_LEVEL). Fields are passed as
  * given: callers never put credentials, tokens or kubeconfig contents in them.
+ *
+ * The service is the function's `POWERTOOLS_SERVICE_NAME` (the stack sets one per function, the
+ * same its metrics carry), else `defaultServiceName`: one handler's code may run as two functions.
  */
-export function createLog(serviceName: string): Log & { readonly powertools: Logger } {
+export function createLog(defaultServiceName: string): Log & { readonly powertools: Logger } {
+  const serviceName = process.env.POWERTOOLS_SERVICE_NAME?.trim() || defaultServiceName;
   const powertools = new Logger({ serviceName });
   return {
     powertools,

@@ -107,6 +107,30 @@ describe('failures are seen', () => {
     }
   });
 
+  it('alarms on the sweep failures of the sweep alone: its dimensions name only the sweep function’s service', () => {
+    const alarms = Object.values(defaults.findResources('AWS::CloudWatch::Alarm')).filter(
+      (alarm) => alarm.Properties.MetricName === 'ipam_sweep_failures',
+    );
+    expect(alarms).toHaveLength(1);
+    // The complete dimension set: a point published under any other dimensions is another metric.
+    expect(alarms[0]?.Properties.Dimensions).toEqual([
+      { Name: 'service', Value: 'serverless-eni-ipam-sweep' },
+    ]);
+    const services = Object.fromEntries(
+      Object.entries(defaults.findResources('AWS::Lambda::Function')).map(([id, fn]) => [
+        id.replace(/Function[0-9A-F]{8}$/, ''),
+        fn.Properties.Environment.Variables.POWERTOOLS_SERVICE_NAME,
+      ]),
+    );
+    // The garbage collection runs the sweep's code, but publishes under a service of its own.
+    expect(services).toEqual({
+      Allocate: 'serverless-eni-ipam-allocate',
+      Sweep: 'serverless-eni-ipam-sweep',
+      GarbageCollection: 'serverless-eni-ipam-garbage-collection',
+      Sync: 'serverless-eni-ipam-sync',
+    });
+  });
+
   it('sends every alarm to the alarm topic when one is given, and has no actions otherwise', () => {
     const withTopic = Object.values(asked.findResources('AWS::CloudWatch::Alarm'));
     expect(withTopic.length).toBeGreaterThan(10);
@@ -127,10 +151,15 @@ describe('failures are seen', () => {
       'ipam_nodes_in_deficit',
       'ipam_ip_allocation_ops',
       'ipam_k8s_sync_writes',
+      'ipam_eni_gc_deleted',
       'ServerlessEniIpam/my-cluster',
     ]) {
       expect(body).toContain(name);
     }
+    // Each graphed metric under the service of the function that publishes it.
+    const unescaped = body.replaceAll('\\', '');
+    expect(unescaped).toContain('"ipam_sweep_failures","service","serverless-eni-ipam-sweep"');
+    expect(unescaped).toContain('"ipam_eni_gc_deleted","service","serverless-eni-ipam-garbage-collection"');
     for (const alarmId of Object.keys(defaults.findResources('AWS::CloudWatch::Alarm'))) {
       expect(body).toContain(alarmId);
     }

@@ -1,6 +1,9 @@
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { handler as allocateHandler } from '../../../functions/allocate/index.ts';
 import type { handler as sweepHandler } from '../../../functions/sweep/index.ts';
+import { buildApp, cdkJsonContext } from '../../../infra/build-app.ts';
 import { Ec2ApiError } from '../../emulators/ec2/index.ts';
 import {
   type AllocationHarness,
@@ -44,6 +47,27 @@ const stateChange = (instanceId: string, state: string) => ({
   detail: { 'instance-id': instanceId, state },
 });
 const context = (id: string) => ({ awsRequestId: id });
+
+type EmfDocument = Record<string, unknown> & {
+  _aws: { CloudWatchMetrics: { Dimensions: string[][]; Metrics: { Name: string }[] }[] };
+};
+
+/** Runs `work` and returns the EMF documents it printed to stdout. */
+async function emfDocumentsOf(work: () => Promise<unknown>): Promise<EmfDocument[]> {
+  const documents: EmfDocument[] = [];
+  const write = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+    for (const line of String(chunk).split('\n')) {
+      if (line.includes('"_aws"')) documents.push(JSON.parse(line) as EmfDocument);
+    }
+    return true;
+  });
+  try {
+    await work();
+  } finally {
+    write.mockRestore();
+  }
+  return documents;
+}
 
 beforeAll(async () => {
   harness = await startAllocationHarness();
@@ -174,6 +198,43 @@ describe('the allocate handler', () => {
 });
 
 describe('the sweep handler', () => {
+  it('publishes the garbage collection’s metrics under its own service, as the stack deploys it', async () => {
+    const app = new App({ context: { ...cdkJsonContext(), 'aws:cdk:bundling-stacks': [] } });
+    const template = Template.fromStack(buildApp(app).stack);
+    const serviceOf = (prefix: string) =>
+      Object.entries(template.findResources('AWS::Lambda::Function')).find(([id]) =>
+        id.startsWith(prefix),
+      )?.[1].Properties.Environment.Variables.POWERTOOLS_SERVICE_NAME as string;
+    const published = async (functionPrefix: string, task: string) => {
+      const { sweep } = await importHandlers({
+        TABLE_NAME: harness.table.tableName,
+        CLUSTER_NAME,
+        CLUSTER_TAG_VALUES: 'owned,shared',
+        KUBECONFIG: harness.k8s.writeKubeconfig(),
+        AWS_ENDPOINT_URL_EC2: harness.ec2.url,
+        POWERTOOLS_METRICS_DISABLED: 'false',
+        POWERTOOLS_SERVICE_NAME: serviceOf(functionPrefix),
+      });
+      return emfDocumentsOf(() => sweep({ task }, context(`${functionPrefix}-emf`)));
+    };
+
+    const collection = await published('GarbageCollection', 'eni-garbage-collection');
+    expect(collection).toHaveLength(1);
+    expect(collection[0]).toMatchObject({ service: 'serverless-eni-ipam-garbage-collection' });
+    expect(collection[0]?._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([['service']]);
+    const sweepRun = await published('Sweep', 'sweep');
+    expect(sweepRun.map((document) => document.service)).toEqual(['serverless-eni-ipam-sweep']);
+    // The sweep-failure alarm's metric comes from the sweep's documents only.
+    const names = (documents: EmfDocument[]) =>
+      documents.flatMap((document) =>
+        document._aws.CloudWatchMetrics.flatMap((directive) =>
+          directive.Metrics.map((metric) => metric.Name),
+        ),
+      );
+    expect(names(sweepRun)).toContain('ipam_sweep_failures');
+    expect(names(collection)).not.toContain('ipam_sweep_failures');
+  });
+
   it('sweeps on the scheduled task and refuses anything else', async () => {
     const missed = harness.launch('t3.medium');
     const summary = await sweepFunction({ task: 'sweep' }, context('sweep-1'));
