@@ -1,3 +1,5 @@
+import { type ConfigMapLocation, DEFAULT_CILIUM_CONFIG } from './kubernetes-access.ts';
+
 /**
  * Stack configuration from CDK context (defaults in cdk.json, overridable with `-c key=value`),
  * validated at synth time so a bad value fails `cdk synth` with a message naming the key.
@@ -46,6 +48,12 @@ export interface StackConfig {
   readonly vpcSecurityGroupIds?: readonly string[];
   /** The cilium version the cluster runs (`major.minor`); the hand-over needs 1.18 or newer. */
   readonly ciliumVersion: string;
+  /**
+   * cilium-agent's ConfigMap (`eni-ipam:ciliumConfigNamespace`, `ciliumConfigName`; default
+   * `kube-system/cilium-config`): before a node's agent registers its knobs, the allocator uses
+   * the ones this ConfigMap gives the agent (stack defaults for the rest, or when it is absent).
+   */
+  readonly ciliumConfig: ConfigMapLocation;
   /**
    * Deployed but allocating nothing (the hand-over from cilium-operator, and the rollback to it):
    * the functions run and observe (the sweep counts what it would reconcile), but no ENI, IP,
@@ -203,6 +211,16 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
       /^(\d+\.\d+|set-me)$/,
       'the cilium version as major.minor, e.g. 1.18',
     ),
+    ciliumConfig: {
+      namespace:
+        optional('ciliumConfigNamespace', (key) =>
+          text(key, /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a Kubernetes namespace name'),
+        ) ?? DEFAULT_CILIUM_CONFIG.namespace,
+      name:
+        optional('ciliumConfigName', (key) =>
+          text(key, /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'a ConfigMap name'),
+        ) ?? DEFAULT_CILIUM_CONFIG.name,
+    },
   };
   if ((config.existingTableName === undefined) !== (config.existingTableStreamArn === undefined)) {
     problems.push(`${PREFIX}existingTableName and ${PREFIX}existingTableStreamArn: set both or neither`);

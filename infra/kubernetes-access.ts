@@ -4,8 +4,10 @@
  * manifest (`infra/kubernetes/rbac.yaml`, written by `npm run rbac`) is rendered from this module,
  * and the local cloud's Kubernetes emulator enforces the same rules for each function's identity.
  *
- * Least privilege: CiliumNodes only, and only the verbs the code uses (no `watch`: no function
- * watches). A function that needs more gets a rule here, never an edit of the YAML.
+ * Least privilege: CiliumNodes, and the one ConfigMap the agent reads its knobs from
+ * (`cilium-config`: `get` by resource name in its namespace, through a Role, never cluster-wide);
+ * only the verbs the code uses (no `watch`: no function watches). A function that needs more gets
+ * a rule here, never an edit of the YAML.
  */
 
 export interface RbacRule {
@@ -20,9 +22,24 @@ export interface KubernetesGroup {
   /** The Kubernetes group name; also the name of its ClusterRole and ClusterRoleBinding. */
   readonly name: string;
   readonly rules: readonly RbacRule[];
+  /**
+   * Rules on the cilium-config ConfigMap only: a Role (and RoleBinding) of the group's name in the
+   * ConfigMap's namespace, each rule limited to `resourceNames: [<its name>]`.
+   */
+  readonly ciliumConfigRules?: readonly RbacRule[];
 }
 
+/** Where cilium-agent's ConfigMap is; `eni-ipam:ciliumConfigNamespace` and `ciliumConfigName`. */
+export interface ConfigMapLocation {
+  readonly namespace: string;
+  readonly name: string;
+}
+
+/** Where the cilium Helm chart puts it (`install/kubernetes/cilium/templates/cilium-configmap.yaml`). */
+export const DEFAULT_CILIUM_CONFIG: ConfigMapLocation = { namespace: 'kube-system', name: 'cilium-config' };
+
 const CILIUM_API_GROUP = 'cilium.io';
+const CORE_API_GROUP = '';
 
 /** Allocate and sweep read knobs (spec.ipam.*, spec.eni.*) and demand (status.ipam.used). */
 export const CILIUMNODE_READER: KubernetesGroup = {
@@ -33,6 +50,15 @@ export const CILIUMNODE_READER: KubernetesGroup = {
       resources: ['ciliumnodes'],
       verbs: ['get', 'list'],
       reason: 'allocate GETs the CiliumNode of the node it serves; sweep LISTs every CiliumNode',
+    },
+  ],
+  ciliumConfigRules: [
+    {
+      apiGroups: [CORE_API_GROUP],
+      resources: ['configmaps'],
+      verbs: ['get'],
+      reason:
+        'allocate and sweep GET cilium-config (at most once an invocation): the knobs an agent will register, for nodes whose agent has not yet',
     },
   ],
 };
@@ -69,11 +95,23 @@ export const FUNCTION_KUBERNETES_GROUPS: Readonly<Record<IpamFunctionId, Kuberne
   Sync: CILIUMNODE_WRITER,
 };
 
-/** The ClusterRole and ClusterRoleBinding of every group, as `kubectl apply` takes them. */
-export function rbacObjects(groups: readonly KubernetesGroup[] = KUBERNETES_GROUPS): object[] {
+const RBAC_API_GROUP = 'rbac.authorization.k8s.io';
+
+/**
+ * The ClusterRole and ClusterRoleBinding of every group, and the Role and RoleBinding of every
+ * group with cilium-config rules (in `ciliumConfig.namespace`, limited to `ciliumConfig.name`), as
+ * `kubectl apply` takes them.
+ */
+export function rbacObjects(
+  groups: readonly KubernetesGroup[] = KUBERNETES_GROUPS,
+  ciliumConfig: ConfigMapLocation = DEFAULT_CILIUM_CONFIG,
+): object[] {
+  const subjects = (group: KubernetesGroup) => [
+    { apiGroup: RBAC_API_GROUP, kind: 'Group', name: group.name },
+  ];
   return groups.flatMap((group) => [
     {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
+      apiVersion: `${RBAC_API_GROUP}/v1`,
       kind: 'ClusterRole',
       metadata: { name: group.name },
       rules: group.rules.map(({ apiGroups, resources, verbs }) => ({
@@ -83,11 +121,33 @@ export function rbacObjects(groups: readonly KubernetesGroup[] = KUBERNETES_GROU
       })),
     },
     {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
+      apiVersion: `${RBAC_API_GROUP}/v1`,
       kind: 'ClusterRoleBinding',
       metadata: { name: group.name },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: group.name },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group.name }],
+      roleRef: { apiGroup: RBAC_API_GROUP, kind: 'ClusterRole', name: group.name },
+      subjects: subjects(group),
     },
+    ...(group.ciliumConfigRules === undefined
+      ? []
+      : [
+          {
+            apiVersion: `${RBAC_API_GROUP}/v1`,
+            kind: 'Role',
+            metadata: { name: group.name, namespace: ciliumConfig.namespace },
+            rules: group.ciliumConfigRules.map(({ apiGroups, resources, verbs }) => ({
+              apiGroups: [...apiGroups],
+              resources: [...resources],
+              resourceNames: [ciliumConfig.name],
+              verbs: [...verbs],
+            })),
+          },
+          {
+            apiVersion: `${RBAC_API_GROUP}/v1`,
+            kind: 'RoleBinding',
+            metadata: { name: group.name, namespace: ciliumConfig.namespace },
+            roleRef: { apiGroup: RBAC_API_GROUP, kind: 'Role', name: group.name },
+            subjects: subjects(group),
+          },
+        ]),
   ]);
 }

@@ -86,6 +86,10 @@ export class EniIpamStack extends Stack {
       DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
       DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
       PAUSED: String(config.paused),
+      // The knobs for nodes whose agent has not registered yet (allocate and sweep read them).
+      CILIUM_CONFIG_NAMESPACE: config.ciliumConfig.namespace,
+      CILIUM_CONFIG_NAME: config.ciliumConfig.name,
+      CILIUM_VERSION: config.ciliumVersion,
       ...kubernetesEnvironment,
     };
 

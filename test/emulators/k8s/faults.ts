@@ -23,6 +23,10 @@ export interface RequestInfo {
   /** `main` for the object and the collection, `status` for `/status`; absent for discovery. */
   subresource?: Subresource;
   name?: string;
+  /** `configmaps` for the core ConfigMaps; absent for `ciliumnodes` (and discovery). */
+  resource?: 'configmaps';
+  /** The namespace of a namespaced request (ConfigMaps). */
+  namespace?: string;
 }
 
 /**
@@ -44,6 +48,8 @@ export interface FaultMatch {
   verb?: RequestVerb;
   subresource?: Subresource;
   name?: string;
+  /** `configmaps` to hit ConfigMap requests; absent, a rule hits CiliumNode (and discovery) requests only. */
+  resource?: 'configmaps';
 }
 
 export interface FaultRule {
@@ -66,7 +72,8 @@ function matches(match: FaultMatch, request: RequestInfo): boolean {
   return (
     (match.verb === undefined || match.verb === request.verb) &&
     (match.subresource === undefined || match.subresource === request.subresource) &&
-    (match.name === undefined || match.name === request.name)
+    (match.name === undefined || match.name === request.name) &&
+    match.resource === request.resource
   );
 }
 

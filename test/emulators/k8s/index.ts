@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ConfigMapStore } from './configmaps.ts';
 import { Faults, RequestLog } from './faults.ts';
 import { DEFAULT_TOKEN, kubeconfigYaml, writeKubeconfig } from './kubeconfig.ts';
 import { type Identity, RbacAuthorizer } from './rbac.ts';
@@ -9,12 +10,13 @@ import { CiliumNodeStore, type HistoryEntry } from './store.ts';
 import { WatchHub } from './watch.ts';
 
 /**
- * A Kubernetes API emulator for `cilium.io/v2` `ciliumnodes`: plain HTTP on 127.0.0.1 that the
+ * A Kubernetes API emulator for `cilium.io/v2` `ciliumnodes` (and reads of core ConfigMaps): plain HTTP on 127.0.0.1 that the
  * real @kubernetes/client-node reaches through a kubeconfig. See the modules for the API-server
  * behaviour each part mirrors: store.ts (write semantics), schema.ts (CRD pruning and
  * validation), watch.ts, server.ts (routing, patch types, errors), faults.ts.
  */
 
+export { type ConfigMapObject, ConfigMapStore } from './configmaps.ts';
 export type {
   FaultKind,
   FaultMatch,
@@ -54,7 +56,7 @@ export interface EmulatorOptions {
    * request is authorized against `rbac`; default: the kubeconfig's token is a cluster admin.
    */
   identities?: Readonly<Record<string, Identity>>;
-  /** ClusterRoles and ClusterRoleBindings the identities are authorized by (RBAC). */
+  /** ClusterRoles, ClusterRoleBindings, Roles and RoleBindings the identities are authorized by (RBAC). */
   rbac?: readonly unknown[];
   /** How many of the newest writes a watch can replay; older resourceVersions get 410. Default all. */
   historyWindow?: number;
@@ -68,6 +70,8 @@ export interface K8sEmulator {
   /** The token the kubeconfig carries (`requireToken` when set). */
   readonly token: string;
   readonly store: CiliumNodeStore;
+  /** Core ConfigMaps (e.g. `kube-system/cilium-config`), put here by tests; clients GET them. */
+  readonly configMaps: ConfigMapStore;
   readonly faults: Faults;
   readonly requests: RequestLog;
   /** Every stored version (of one object, or all) in order; see `HistoryEntry`. */
@@ -89,12 +93,14 @@ export async function start(options: EmulatorOptions = {}): Promise<K8sEmulator>
     ...(options.historyWindow !== undefined ? { historyWindow: options.historyWindow } : {}),
     ...(options.now !== undefined ? { now: options.now } : {}),
   });
+  const configMaps = new ConfigMapStore(options.now);
   const watches = new WatchHub(store);
   const faults = new Faults(() => watches.dropAll());
   const requests = new RequestLog();
   const server = createServer(
     createRequestHandler({
       store,
+      configMaps,
       watches,
       faults,
       requests,
@@ -114,6 +120,7 @@ export async function start(options: EmulatorOptions = {}): Promise<K8sEmulator>
     url,
     token,
     store,
+    configMaps,
     faults,
     requests,
     history: (name) => store.history(name),

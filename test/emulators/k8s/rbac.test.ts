@@ -1,4 +1,4 @@
-import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CILIUMNODE_READER, CILIUMNODE_WRITER, rbacObjects } from '../../../infra/kubernetes-access.ts';
 import { DEFAULT_TOKEN, type K8sEmulator, kubeconfigYaml, startK8sEmulator } from './index.ts';
@@ -13,6 +13,12 @@ function apiAs(token: string): CustomObjectsApi {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromString(kubeconfigYaml(emulator.url, token));
   return kubeConfig.makeApiClient(CustomObjectsApi);
+}
+
+function coreAs(token: string): CoreV1Api {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromString(kubeconfigYaml(emulator.url, token));
+  return kubeConfig.makeApiClient(CoreV1Api);
 }
 
 beforeAll(async () => {
@@ -67,12 +73,49 @@ describe('RBAC of the functions’ groups', () => {
     expect(emulator.store.get('node-a')?.metadata.labels).toEqual({ a: 'b' });
   });
 
+  it('lets the reader group get cilium-config in its namespace, and nothing else of ConfigMaps (403)', async () => {
+    emulator.configMaps.put('kube-system', 'cilium-config', { 'eni-first-interface-index': '1' });
+    emulator.configMaps.put('kube-system', 'aws-auth', { mapRoles: '[]' });
+    emulator.configMaps.put('default', 'cilium-config', { ipam: 'eni' });
+    const reader = coreAs(READER_TOKEN);
+    await expect(
+      reader.readNamespacedConfigMap({ namespace: 'kube-system', name: 'cilium-config' }),
+    ).resolves.toMatchObject({ data: { 'eni-first-interface-index': '1' } });
+    const otherName = await apiError(
+      reader.readNamespacedConfigMap({ namespace: 'kube-system', name: 'aws-auth' }),
+    );
+    expect(otherName.code).toBe(403);
+    expect(otherName.status).toMatchObject({
+      reason: 'Forbidden',
+      message:
+        'configmaps "aws-auth" is forbidden: User "allocate" cannot get resource "configmaps" in API group "" in the namespace "kube-system"',
+    });
+    const otherNamespace = reader.readNamespacedConfigMap({ namespace: 'default', name: 'cilium-config' });
+    expect((await apiError(otherNamespace)).code).toBe(403);
+    // resourceNames never grant a list.
+    expect((await apiError(reader.listNamespacedConfigMap({ namespace: 'kube-system' }))).code).toBe(403);
+    const writer = coreAs(WRITER_TOKEN);
+    const asWriter = writer.readNamespacedConfigMap({ namespace: 'kube-system', name: 'cilium-config' });
+    expect((await apiError(asWriter)).code).toBe(403);
+    // An admin may read anything; a missing ConfigMap is 404 to whoever may read it.
+    await expect(
+      coreAs(DEFAULT_TOKEN).listNamespacedConfigMap({ namespace: 'kube-system' }),
+    ).resolves.toMatchObject({
+      items: [{ metadata: { name: 'aws-auth' } }, { metadata: { name: 'cilium-config' } }],
+    });
+    emulator.configMaps.delete('kube-system', 'cilium-config');
+    const missing = reader.readNamespacedConfigMap({ namespace: 'kube-system', name: 'cilium-config' });
+    expect((await apiError(missing)).code).toBe(404);
+    expect(emulator.requests.count({ resource: 'configmaps', user: 'allocate', statusCode: 403 })).toBe(3);
+  });
+
   it('answers 401 to an unknown token and records who asked', async () => {
     const stolen = await fetch(`${emulator.url}/apis/cilium.io/v2/ciliumnodes/node-a`, {
       headers: { authorization: 'Bearer stolen' },
     });
     expect(stolen.status).toBe(401);
-    expect(emulator.requests.count({ user: 'allocate', statusCode: 403 })).toBe(2);
-    expect(emulator.requests.count({ user: 'kubernetes-admin' })).toBe(0);
+    expect(emulator.requests.count({ user: 'allocate', statusCode: 403 })).toBe(5);
+    // Only the admin's one ConfigMap list above.
+    expect(emulator.requests.count({ user: 'kubernetes-admin' })).toBe(1);
   });
 });

@@ -3,12 +3,18 @@ import { isJsonObject } from './json.ts';
 import { GROUP, RESOURCE } from './status.ts';
 
 /**
- * Authentication and RBAC as kube-apiserver applies them to `ciliumnodes`: a bearer token names
- * an identity (a user and its groups, as EKS maps an IAM role through an access entry); the
- * identity may make a request when a ClusterRoleBinding binds it (user or group) to a ClusterRole
- * with a rule matching the API group, the resource (`ciliumnodes` or `ciliumnodes/status`) and the
- * verb. `system:masters` is allowed everything, as on a real cluster; discovery is allowed to
- * every authenticated identity (the `system:discovery` ClusterRole).
+ * Authentication and RBAC as kube-apiserver applies them: a bearer token names an identity (a user
+ * and its groups, as EKS maps an IAM role through an access entry); the identity may make a
+ * request when a binding binds it (user or group) to a role with a rule matching the API group,
+ * the resource, the verb and, when the rule lists `resourceNames`, the object's name.
+ *
+ * - cluster-scoped `ciliumnodes` (and `ciliumnodes/status`): ClusterRoleBindings to ClusterRoles;
+ * - namespaced core `configmaps`: ClusterRoleBindings (every namespace), and RoleBindings of that
+ *   namespace to a Role of that namespace or to a ClusterRole (granted in that namespace only).
+ *
+ * A rule with `resourceNames` never matches a request without a name (a list, a create), as on the
+ * real server. `system:masters` is allowed everything; discovery is allowed to every authenticated
+ * identity (the `system:discovery` ClusterRole).
  */
 
 export interface Identity {
@@ -23,10 +29,14 @@ interface Rule {
   readonly apiGroups: readonly string[];
   readonly resources: readonly string[];
   readonly verbs: readonly string[];
+  /** Empty: every object. */
+  readonly resourceNames: readonly string[];
 }
 
 interface Binding {
-  readonly roleName: string;
+  readonly roleRef: { readonly kind: 'ClusterRole' | 'Role'; readonly name: string };
+  /** The RoleBinding's namespace; absent for a ClusterRoleBinding. */
+  readonly namespace?: string;
   readonly subjects: readonly { kind: string; name: string }[];
 }
 
@@ -35,62 +45,101 @@ export class RbacError extends Error {
 }
 
 export class RbacAuthorizer {
+  private readonly clusterRoles = new Map<string, Rule[]>();
+  /** Roles by `namespace/name`. */
   private readonly roles = new Map<string, Rule[]>();
   private readonly bindings: Binding[] = [];
 
-  /** `objects`: ClusterRoles and ClusterRoleBindings as `kubectl apply` takes them. */
+  /** `objects`: ClusterRoles, ClusterRoleBindings, Roles and RoleBindings as `kubectl apply` takes them. */
   constructor(objects: readonly unknown[] = []) {
     for (const object of objects) this.add(object);
   }
 
   allows(identity: Identity, request: RequestInfo): boolean {
     if (identity.groups.includes('system:masters') || request.verb === 'discovery') return true;
-    const resource = request.subresource === 'status' ? `${RESOURCE}/status` : RESOURCE;
+    const target =
+      request.resource === 'configmaps'
+        ? { apiGroup: '', resource: 'configmaps', namespace: request.namespace }
+        : { apiGroup: GROUP, resource: request.subresource === 'status' ? `${RESOURCE}/status` : RESOURCE };
     return this.bindings
       .filter((binding) => binding.subjects.some((subject) => bindsTo(subject, identity)))
-      .flatMap((binding) => this.roles.get(binding.roleName) ?? [])
+      .filter((binding) => binding.namespace === undefined || binding.namespace === target.namespace)
+      .flatMap((binding) => this.rulesOf(binding))
       .some(
         (rule) =>
-          matchesAny(rule.apiGroups, GROUP) &&
-          matchesAny(rule.resources, resource) &&
-          matchesAny(rule.verbs, request.verb),
+          matchesAny(rule.apiGroups, target.apiGroup) &&
+          matchesAny(rule.resources, target.resource) &&
+          matchesAny(rule.verbs, request.verb) &&
+          (rule.resourceNames.length === 0 ||
+            (request.name !== undefined && rule.resourceNames.includes(request.name))),
       );
+  }
+
+  private rulesOf(binding: Binding): Rule[] {
+    if (binding.roleRef.kind === 'ClusterRole') return this.clusterRoles.get(binding.roleRef.name) ?? [];
+    return this.roles.get(`${binding.namespace}/${binding.roleRef.name}`) ?? [];
   }
 
   private add(object: unknown): void {
     if (!isJsonObject(object) || !isJsonObject(object.metadata)) throw new RbacError('not an RBAC object');
     const name = String(object.metadata.name);
-    if (object.kind === 'ClusterRole') {
-      const rules = Array.isArray(object.rules) ? object.rules : [];
-      this.roles.set(
-        name,
-        rules.map((rule) => ruleOf(name, rule)),
-      );
-    } else if (object.kind === 'ClusterRoleBinding') {
-      const roleRef = isJsonObject(object.roleRef) ? object.roleRef : {};
-      if (roleRef.kind !== 'ClusterRole') throw new RbacError(`${name}: roleRef must name a ClusterRole`);
-      const subjects = (Array.isArray(object.subjects) ? object.subjects : []).map((subject) => ({
+    const namespace = typeof object.metadata.namespace === 'string' ? object.metadata.namespace : undefined;
+    const rules = () => (Array.isArray(object.rules) ? object.rules : []).map((rule) => ruleOf(name, rule));
+    const subjects = () =>
+      (Array.isArray(object.subjects) ? object.subjects : []).map((subject) => ({
         kind: String(isJsonObject(subject) ? subject.kind : ''),
         name: String(isJsonObject(subject) ? subject.name : ''),
       }));
-      this.bindings.push({ roleName: String(roleRef.name), subjects });
-    } else {
-      throw new RbacError(
-        `${name}: only ClusterRole and ClusterRoleBinding are modelled, got ${object.kind}`,
-      );
+    const roleRef = isJsonObject(object.roleRef) ? object.roleRef : {};
+    switch (object.kind) {
+      case 'ClusterRole':
+        this.clusterRoles.set(name, rules());
+        return;
+      case 'Role':
+        if (namespace === undefined) throw new RbacError(`${name}: a Role needs metadata.namespace`);
+        this.roles.set(`${namespace}/${name}`, rules());
+        return;
+      case 'ClusterRoleBinding':
+        if (roleRef.kind !== 'ClusterRole') throw new RbacError(`${name}: roleRef must name a ClusterRole`);
+        this.bindings.push({
+          roleRef: { kind: 'ClusterRole', name: String(roleRef.name) },
+          subjects: subjects(),
+        });
+        return;
+      case 'RoleBinding':
+        if (namespace === undefined) throw new RbacError(`${name}: a RoleBinding needs metadata.namespace`);
+        if (roleRef.kind !== 'ClusterRole' && roleRef.kind !== 'Role') {
+          throw new RbacError(`${name}: roleRef must name a Role or a ClusterRole`);
+        }
+        this.bindings.push({
+          roleRef: { kind: roleRef.kind, name: String(roleRef.name) },
+          namespace,
+          subjects: subjects(),
+        });
+        return;
+      default:
+        throw new RbacError(
+          `${name}: only ClusterRole, ClusterRoleBinding, Role and RoleBinding are modelled, got ${object.kind}`,
+        );
     }
   }
 }
 
 function ruleOf(roleName: string, rule: unknown): Rule {
-  const list = (field: string): string[] => {
+  const list = (field: string, optional = false): string[] => {
     const value = isJsonObject(rule) ? rule[field] : undefined;
+    if (optional && value === undefined) return [];
     if (!Array.isArray(value) || !value.every((item) => typeof item === 'string')) {
       throw new RbacError(`${roleName}: rule.${field} must be a list of strings`);
     }
     return value;
   };
-  return { apiGroups: list('apiGroups'), resources: list('resources'), verbs: list('verbs') };
+  return {
+    apiGroups: list('apiGroups'),
+    resources: list('resources'),
+    verbs: list('verbs'),
+    resourceNames: list('resourceNames', true),
+  };
 }
 
 function bindsTo(subject: { kind: string; name: string }, identity: Identity): boolean {

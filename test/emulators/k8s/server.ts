@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
+import type { ConfigMapStore } from './configmaps.ts';
 import type { FaultKind, Faults, RequestInfo, RequestLog, RequestRecord } from './faults.ts';
 import { isJsonObject } from './json.ts';
 import { applyJsonPatch, JsonPatchError, parseJsonPatch } from './json-patch.ts';
@@ -11,8 +12,10 @@ import {
   ApiError,
   badRequest,
   conflict,
+  coreNotFound,
   deleted,
   forbidden,
+  forbiddenInNamespace,
   GROUP,
   internalError,
   LIST_KIND,
@@ -32,12 +35,14 @@ import type { WatchHub } from './watch.ts';
 
 /**
  * The HTTP face of the emulator: routes kube-apiserver paths for `cilium.io/v2` `ciliumnodes`
- * (cluster-scoped) onto the store, decodes bodies, encodes answers and Status errors, and applies
- * authentication, fault injection and the request log.
+ * (cluster-scoped) onto the store, and GETs of core `v1` ConfigMaps (namespaced) onto theirs,
+ * decodes bodies, encodes answers and Status errors, and applies authentication, RBAC, fault
+ * injection and the request log.
  */
 
 export interface ServerDependencies {
   store: CiliumNodeStore;
+  configMaps: ConfigMapStore;
   watches: WatchHub;
   faults: Faults;
   requests: RequestLog;
@@ -66,11 +71,21 @@ interface Answer {
 type Route =
   | { target: 'discovery'; body: unknown }
   | { target: 'collection' }
-  | { target: 'object'; name: string; subresource: Subresource };
+  | { target: 'object'; name: string; subresource: Subresource }
+  | { target: 'configmaps'; namespace: string; name?: string };
+
+const CONFIG_MAP_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/configmaps(?:\/([^/]+))?\/?$/;
 
 function parseRoute(pathname: string): Route | undefined {
   const discovery = DISCOVERY[pathname.replace(/\/$/, '') || '/'];
   if (discovery !== undefined) return { target: 'discovery', body: discovery };
+  const configMap = CONFIG_MAP_PATH.exec(pathname);
+  if (configMap) {
+    const namespace = decodeURIComponent(configMap[1] ?? '');
+    return configMap[2] === undefined
+      ? { target: 'configmaps', namespace }
+      : { target: 'configmaps', namespace, name: decodeURIComponent(configMap[2]) };
+  }
   if (pathname === COLLECTION_PATH) return { target: 'collection' };
   if (!pathname.startsWith(`${COLLECTION_PATH}/`)) return undefined;
   const rest = pathname.slice(COLLECTION_PATH.length + 1).split('/');
@@ -84,6 +99,24 @@ function parseRoute(pathname: string): Route | undefined {
 /** The verb kube-apiserver's RequestInfoResolver would give this request. */
 function requestInfo(route: Route, method: string, query: URLSearchParams): RequestInfo | undefined {
   if (route.target === 'discovery') return method === 'GET' ? { verb: 'discovery' } : undefined;
+  if (route.target === 'configmaps') {
+    const verbs: Record<string, RequestInfo['verb']> =
+      route.name === undefined
+        ? {
+            GET: query.get('watch') === 'true' ? 'watch' : 'list',
+            POST: 'create',
+            DELETE: 'deletecollection',
+          }
+        : { GET: 'get', PUT: 'update', PATCH: 'patch', DELETE: 'delete' };
+    const verb = verbs[method];
+    if (verb === undefined) return undefined;
+    return {
+      verb,
+      resource: 'configmaps',
+      namespace: route.namespace,
+      ...(route.name !== undefined ? { name: route.name } : {}),
+    };
+  }
   if (route.target === 'collection') {
     const verbs: Record<string, RequestInfo['verb']> = {
       GET: query.get('watch') === 'true' || query.get('watch') === '1' ? 'watch' : 'list',
@@ -141,6 +174,9 @@ async function handle(deps: ServerDependencies, req: IncomingMessage, res: Serve
     if (route === undefined) throw routeNotFound();
     if (info === undefined) throw methodNotAllowed(method);
     if (!deps.rbac.allows(identity, info)) {
+      if (info.resource === 'configmaps') {
+        throw forbiddenInNamespace(identity.user, info.verb, info.resource, info.namespace ?? '', info.name);
+      }
       const resource = info.subresource === 'status' ? `${RESOURCE}/status` : RESOURCE;
       throw forbidden(identity.user, info.verb, resource, info.name);
     }
@@ -155,7 +191,7 @@ async function handle(deps: ServerDependencies, req: IncomingMessage, res: Serve
     if (fault === 'conflict') throw conflict(info.name ?? '');
     if (fault === 'too-many-requests') throw tooManyRequests(1);
 
-    if (info.verb === 'watch') {
+    if (info.verb === 'watch' && route.target !== 'configmaps') {
       record.statusCode = 200;
       deps.watches.open(res, {
         ...watchRequest(url.searchParams),
@@ -215,6 +251,7 @@ async function execute(
 ): Promise<Answer> {
   const { store } = deps;
   if (route.target === 'discovery') return { code: 200, body: route.body };
+  if (route.target === 'configmaps') return readConfigMaps(deps.configMaps, route, info);
   const options = writeOptions(query);
 
   if (route.target === 'collection') {
@@ -263,6 +300,31 @@ async function execute(
     }
   }
   throw methodNotAllowed(req.method ?? '');
+}
+
+/** ConfigMaps are read-only over HTTP here (tests put them through the store, as an admin would). */
+function readConfigMaps(
+  configMaps: ConfigMapStore,
+  route: { namespace: string; name?: string },
+  info: RequestInfo,
+): Answer {
+  if (info.verb === 'get' && route.name !== undefined) {
+    const object = configMaps.get(route.namespace, route.name);
+    if (object === undefined) throw coreNotFound('configmaps', route.name);
+    return { code: 200, body: object };
+  }
+  if (info.verb === 'list') {
+    return {
+      code: 200,
+      body: {
+        apiVersion: 'v1',
+        kind: 'ConfigMapList',
+        metadata: { resourceVersion: configMaps.resourceVersion },
+        items: configMaps.list(route.namespace),
+      },
+    };
+  }
+  throw methodNotAllowed(info.verb);
 }
 
 /**
@@ -429,6 +491,20 @@ const DISCOVERY: Record<string, unknown> = {
     platform: 'linux/amd64',
   },
   '/api': { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] },
+  '/api/v1': {
+    kind: 'APIResourceList',
+    groupVersion: 'v1',
+    resources: [
+      {
+        name: 'configmaps',
+        singularName: 'configmap',
+        namespaced: true,
+        kind: 'ConfigMap',
+        verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'],
+        shortNames: ['cm'],
+      },
+    ],
+  },
   '/apis': {
     kind: 'APIGroupList',
     apiVersion: 'v1',

@@ -214,3 +214,25 @@ export function deleted(name: string, uid: string): KubeStatus {
     code: 200,
   };
 }
+
+/** 404 for a missing core-group object, e.g. `configmaps "cilium-config" not found`. */
+export function coreNotFound(resource: string, name: string): ApiError {
+  return failure(404, 'NotFound', `${resource} "${name}" not found`, { name, kind: resource });
+}
+
+/** 403 for a namespaced core-group request outside the caller's rules, worded as kube-apiserver does. */
+export function forbiddenInNamespace(
+  user: string,
+  verb: string,
+  resource: string,
+  namespace: string,
+  name: string | undefined,
+): ApiError {
+  const subject = name === undefined ? resource : `${resource} ${JSON.stringify(name)}`;
+  return failure(
+    403,
+    'Forbidden',
+    `${subject} is forbidden: User ${JSON.stringify(user)} cannot ${verb} resource ${JSON.stringify(resource)} in API group "" in the namespace ${JSON.stringify(namespace)}`,
+    { ...(name === undefined ? {} : { name }), kind: resource },
+  );
+}
