@@ -65,8 +65,13 @@ async function handle(event: unknown, context: Pick<Context, 'awsRequestId'>): P
         log.info('no allocation work for this state', { instanceId: parsed.instanceId, state: parsed.state });
         return { status: 'skipped', reason: `state ${parsed.state}` };
       }
+      const preAgentKnobs = dependencies.preAgentKnobsForInvocation();
       const allocate = () =>
-        allocateNode(parsed.instanceId, { ...dependencies, invocationId: context.awsRequestId });
+        allocateNode(parsed.instanceId, {
+          ...dependencies,
+          invocationId: context.awsRequestId,
+          preAgentKnobs,
+        });
       let outcome = await allocate();
       // Only a node that is not active pays for the reactivation check (a draining node running again).
       if (

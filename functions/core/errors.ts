@@ -36,6 +36,22 @@ export class ConfigurationError extends Error {
 }
 
 /**
+ * A value of the cluster's `cilium-config` ConfigMap that cilium-agent would not accept (or that
+ * puts the agent outside ENI mode): the allocator cannot know which knobs the agent will register,
+ * so it places nothing. Names the ConfigMap and the key.
+ */
+export class CiliumConfigError extends Error {
+  override readonly name = 'CiliumConfigError';
+  constructor(
+    readonly configMap: string,
+    readonly key: string,
+    message: string,
+  ) {
+    super(`ConfigMap ${configMap}, key ${key}: ${message}; nothing is allocated until it is fixed`);
+  }
+}
+
+/**
  * A node record was written by a newer release of serverless-eni-ipam (a higher schema version)
  * than this function understands: reading on could drop fields the newer writer relies on, so the
  * function refuses the record (and writes nothing) until every function runs the new release.

@@ -187,6 +187,15 @@ export interface CiliumNodeReader {
   list(): Promise<CiliumNode[]>;
 }
 
+/**
+ * One ConfigMap of the cluster (the agent's `cilium-config`): its `data`, or `undefined` when it
+ * does not exist. `name` is `namespace/name`, for messages.
+ */
+export interface ConfigMapReader {
+  readonly name: string;
+  read(): Promise<Readonly<Record<string, string>> | undefined>;
+}
+
 /** Structured logging; fields must never carry credentials or tokens. */
 export interface Log {
   debug(message: string, fields?: Record<string, unknown>): void;

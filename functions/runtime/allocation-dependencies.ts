@@ -2,10 +2,14 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { createEc2Client, createEc2NetworkAdapter } from '../aws/ec2-network.ts';
 import { withInstanceLimitsCatalog } from '../aws/instance-limits.ts';
 import { DynamoNodeRecordStore } from '../aws/node-table.ts';
+import { agentReadsNodeKeys } from '../core/cilium-config.ts';
+import type { NodeKnobs } from '../core/model.ts';
 import { KubernetesCiliumNodeApi } from '../k8s/ciliumnode-api.ts';
+import { KubernetesConfigMapReader } from '../k8s/configmap-api.ts';
 import { buildKubeConfig, kubernetesConnectionFromEnv } from '../k8s/kube-config.ts';
 import type { AllocationDependencies, AllocationSettings } from '../services/allocate-node.ts';
 import type { LifecycleDependencies } from '../services/node-lifecycle.ts';
+import { preAgentKnobsForInvocation } from '../services/pre-agent-knobs.ts';
 import type { ReleaseSettings } from '../services/release-excess.ts';
 import { Environment, isStringMap, readDefaultKnobs } from './environment.ts';
 import type { createLog } from './logger.ts';
@@ -16,6 +20,11 @@ export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId'>
   readonly eniGarbageCollectionGraceMs: number;
   /** Excess-IP release: `RELEASE_EXCESS_IPS` (default false), `EXCESS_IP_RELEASE_DELAY_SECONDS` (default 180). */
   readonly release: ReleaseSettings;
+  /**
+   * A fresh `preAgentKnobs` for each invocation (the cluster's `cilium-config`, from
+   * `CILIUM_CONFIG_NAMESPACE`/`CILIUM_CONFIG_NAME`, read at most once by it).
+   */
+  readonly preAgentKnobsForInvocation: () => () => Promise<NodeKnobs>;
 };
 
 /**
@@ -59,6 +68,14 @@ export function buildAllocationDependencies(
   const kubeConfig = buildKubeConfig(kubernetesConnectionFromEnv(variables), {
     credentials: () => ec2Client.config.credentials(),
   });
+  const ciliumConfig = new KubernetesConfigMapReader(kubeConfig, {
+    namespace: environment.optionalString('CILIUM_CONFIG_NAMESPACE') ?? 'kube-system',
+    name: environment.optionalString('CILIUM_CONFIG_NAME') ?? 'cilium-config',
+  });
+  const preAgentKnobSettings = {
+    stackDefaults: settings.defaultKnobs,
+    agentReadsNodeKeys: agentReadsNodeKeys(environment.optionalString('CILIUM_VERSION')),
+  };
   return {
     store,
     ec2,
@@ -80,5 +97,6 @@ export function buildAllocationDependencies(
       enabled: environment.boolean('RELEASE_EXCESS_IPS', false),
       delayMs: environment.integer('EXCESS_IP_RELEASE_DELAY_SECONDS', 180) * 1000,
     },
+    preAgentKnobsForInvocation: () => preAgentKnobsForInvocation(ciliumConfig, preAgentKnobSettings, log),
   };
 }

@@ -88,6 +88,12 @@ export interface AllocationDependencies {
   readonly sleep?: Sleep;
   /** Identifies this invocation as a lease holder (e.g. the Lambda request id). */
   readonly invocationId: string;
+  /**
+   * The knobs for fields the node's CiliumNode does not set (before its agent registers): the
+   * cluster's `cilium-config` over the stack's defaults, read at most once per invocation
+   * (`preAgentKnobsForInvocation`). Absent: `settings.defaultKnobs`.
+   */
+  readonly preAgentKnobs?: () => Promise<NodeKnobs>;
 }
 
 export type AllocationOutcome =
@@ -401,11 +407,12 @@ function deniedCall(error: unknown): Ec2Error | undefined {
 async function observe(instance: InstanceView, deps: AllocationDependencies): Promise<Observation> {
   const { ec2, settings, log } = deps;
   const nodeName = nodeNameFor(instance, settings.nodeNaming);
-  const [ciliumNode, vpc, limits, subnets] = await Promise.all([
+  const [ciliumNode, vpc, limits, subnets, defaultKnobs] = await Promise.all([
     deps.ciliumNodes.get(nodeName),
     ec2.describeVpc(instance.vpcId),
     ec2.describeInstanceLimits(instance.instanceType),
     ec2.describeSubnets(instance.vpcId, instance.availabilityZone),
+    deps.preAgentKnobs?.() ?? settings.defaultKnobs,
   ]);
   const ownerOfCiliumNode = ciliumNode ? instanceIdOfCiliumNode(ciliumNode) : undefined;
   const foreign = ownerOfCiliumNode !== undefined && ownerOfCiliumNode !== instance.id;
@@ -417,7 +424,7 @@ async function observe(instance: InstanceView, deps: AllocationDependencies): Pr
     });
   }
   const trusted = foreign ? undefined : ciliumNode;
-  const knobs = knobsFromCiliumNode(trusted, settings.defaultKnobs);
+  const knobs = knobsFromCiliumNode(trusted, defaultKnobs);
   const demand = trusted ? agentDemandOf(trusted) : undefined;
   // Security groups by tag are the one lookup that depends on the knobs (and the rarest).
   const securityGroups =

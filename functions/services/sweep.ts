@@ -43,12 +43,20 @@ export interface SweepSummary {
 const LIVE_STATES = ['pending', 'running', 'stopping', 'stopped'] as const;
 
 export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
-  const { ec2, settings, log } = deps;
-  const [clusterInstances, records, ciliumNodes] = await Promise.all([
-    ec2.listClusterInstances(clusterTagKey(settings.clusterName), settings.clusterTagValues, LIVE_STATES),
+  const { ec2, log } = deps;
+  const [clusterInstances, records, ciliumNodes, defaultKnobs] = await Promise.all([
+    ec2.listClusterInstances(
+      clusterTagKey(deps.settings.clusterName),
+      deps.settings.clusterTagValues,
+      LIVE_STATES,
+    ),
     allRecords(deps.store),
     deps.ciliumNodes.list(),
+    deps.preAgentKnobs?.() ?? deps.settings.defaultKnobs,
   ]);
+  // One reading of the pre-agent knobs for every node of this sweep (and the work it does on them).
+  const settings = { ...deps.settings, defaultKnobs };
+  const nodeDeps = { ...deps, settings };
   const recordById = new Map(records.map((record) => [record.instanceId, record]));
   const ciliumNodeByName = new Map(ciliumNodes.map((node) => [node.metadata.name, node]));
   const limitsByType = await limitsOf(
@@ -113,12 +121,12 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
     // before the allocator plans (a failed release does not hold the allocation back).
     if (decision.release) {
       await attempt(instanceId, 'release', () =>
-        releaseExcess(instanceId, { ...deps, release, invocationId: deps.invocationId }),
+        releaseExcess(instanceId, { ...nodeDeps, release, invocationId: deps.invocationId }),
       );
     }
     if (decision.reason !== 'release') {
       await attempt(instanceId, decision.reason, () =>
-        allocateNode(instanceId, { ...deps, invocationId: deps.invocationId }, instance),
+        allocateNode(instanceId, { ...nodeDeps, invocationId: deps.invocationId }, instance),
       );
     }
   });

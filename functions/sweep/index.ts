@@ -52,6 +52,7 @@ export async function handler(
       ...dependencies,
       concurrency: SWEEP_CONCURRENCY,
       invocationId: context.awsRequestId,
+      preAgentKnobs: dependencies.preAgentKnobsForInvocation(),
     });
     metrics.add(sweepMetrics(summary));
     return summary;
