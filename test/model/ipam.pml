@@ -14,12 +14,18 @@
  *   FOREIGN    the CiliumNode of our node name belongs to another instance
  *   CIDR_RELEASE  (AGENT=20) the sweep runs the multi-pool CIDR release; today the checker finds a
  *              race in it (README, "Model-checked"), so it is run as a known hazard
+ *   RESTORE=1  the node table is replaced, once, by a new empty table (see `Restore` below)
+ *   RESTORE=2  ... by a point-in-time restore: the record as it was at an earlier moment
+ *   OLD_SYNCS  (RESTORE) syncs of the deployment before the switch may still run after it
+ *   LIVENESS   the never claim `served` (run with weak fairness, pan -a -f)
  * Known-wrong variants the checker must reject (each a -D switch):
  *   MUT_TWO_PLACE     cilium before #19923: the pool comes from a second, later read of the state
  *   MUT_SPEC_FIRST    the sync writes the pool before the ENIs it references
  *   MUT_UNGUARDED     CiliumNode patches without the resourceVersion test
  *   MUT_NO_HANDSHAKE  excess IPs unassigned without the release-ips handshake
  *   MUT_BLIND_PUT     node-record writes without the version condition
+ *   MUT_TABLE_BLIND   (RESTORE) the sync ignores the record-table annotation: it compares the new
+ *                     table's versions with the old table's count and takes its records for stale
  */
 
 #ifndef AGENT
@@ -93,6 +99,7 @@ bool leaseExpired;   /* the lease's expiry time has passed (only after its holde
 byte cFresh;         /* syncs whose read (or write response) is still the current resourceVersion */
 byte cOwner = ME;    /* spec.instance-id */
 byte cAnn;           /* the record-version annotation; 0: absent */
+bool cTab;           /* the record-table annotation: the table cAnn counts in (0 while cAnn is absent) */
 bool cStEni;         /* status.eni.enis has the ENI */
 byte cStIps;         /* ... with these addresses */
 byte cPool;          /* spec.ipam.pool (every entry's resource is the ENI) */
@@ -109,10 +116,18 @@ byte podOps;         /* pod starts and stops so far */
 byte xVer[2];        /* each sync's record read */
 byte sAnn[2];        /* each sync's read of the annotation */
 
+/* ---- the table restore (RESTORE): tables are 0, the original, and 1, its replacement ---- */
+bool rTab;           /* the table the functions are deployed against; rVer.. above are its item */
+bool xTab[2];        /* the table each sync reads: rTab when it starts, kept to its end */
+byte pubVerNew;      /* ghost: pubVer for the versions of table 1 */
+byte busy;           /* ghost: allocate and sweep invocations running (first read to end) */
+byte oVer; bool oEni; byte oIps, oMark0, oMark1;    /* table 0's item as the switch left it */
+bool bkAt; bool bkEni; byte bkIps, bkMark0, bkMark1; /* the item at the restore point (RESTORE=2) */
+
 /* scratch for computations inside one step (not part of the state) */
-hidden int u, n1, n2, n3, n4, n5, n6, n7;
+hidden int u, u1, n1, n2, n3, n4, n5, n6, n7;
 /* the real version numbers, for the printed counterexamples only (nothing depends on them) */
-hidden byte realVer, realAnn, realRead[2];
+hidden byte realVer, realAnn, realRead[2], realOld, realBk;
 hidden int headroom;
 hidden byte withheld;
 hidden byte target, excess, wantedPool, tStIps, tPool, tRel0, tRel1, step, xUsed, xPool, xRel0, xRel1;
@@ -127,6 +142,7 @@ hidden byte tStEni, claimed, trusted, multiPool;
                (((x) >> 5) & 1) + (((x) >> 6) & 1) + (((x) >> 7) & 1) + (((x) >> 8) & 1) + \
                (((x) >> 9) & 1) + (((x) >> 10) & 1))
 #define RANK(v) ((v) == 0 -> 0 : PC(u & ((1 << (v)) - 1)) + 1)
+#ifndef RESTORE
 inline renumber() {
   u = (1 << rVer) | (1 << cAnn) | (1 << pubVer) | (1 << xVer[0]) | (1 << xVer[1]) |
       (1 << sAnn[0]) | (1 << sAnn[1]);
@@ -134,6 +150,28 @@ inline renumber() {
   n6 = RANK(sAnn[0]); n7 = RANK(sAnn[1]);
   rVer = n1; cAnn = n2; pubVer = n3; xVer[0] = n4; xVer[1] = n5; sAnn[0] = n6; sAnn[1] = n7
 }
+#else
+#ifdef MUT_UNGUARDED
+#error "MUT_UNGUARDED is not modelled with RESTORE"
+#endif
+/*
+ * With two tables a version counts only in its own table: each table's versions are ranked on
+ * their own (u: table 0's, u1: table 1's; bit 0 stands for "not of this table").
+ */
+#define RANK_IN(s, v) ((v) == 0 -> 0 : PC((s) & ((1 << (v)) - 1)) + 1)
+#define OF(t, tab, v) ((t) == (tab) -> (1 << (v)) : 1)
+#define RANK_OF(t, v) ((t) -> RANK_IN(u1, v) : RANK_IN(u, v))
+inline renumber() {
+  u = OF(rTab, 0, rVer) | OF(cTab, 0, cAnn) | (1 << pubVer) | OF(xTab[0], 0, xVer[0]) |
+      OF(xTab[1], 0, xVer[1]) | (1 << oVer);
+  u1 = OF(rTab, 1, rVer) | OF(cTab, 1, cAnn) | (1 << pubVerNew) | OF(xTab[0], 1, xVer[0]) |
+       OF(xTab[1], 1, xVer[1]);
+  n1 = RANK_OF(rTab, rVer); n2 = RANK_OF(cTab, cAnn); n3 = RANK_IN(u, pubVer);
+  n4 = RANK_OF(xTab[0], xVer[0]); n5 = RANK_OF(xTab[1], xVer[1]); n6 = RANK_IN(u1, pubVerNew);
+  n7 = RANK_IN(u, oVer);
+  rVer = n1; cAnn = n2; pubVer = n3; xVer[0] = n4; xVer[1] = n5; pubVerNew = n6; oVer = n7
+}
+#endif
 
 /* Checked after every change to the CiliumNode or to EC2: what a watcher can observe. */
 inline observable() {
@@ -182,6 +220,15 @@ inline demandTarget() {
 
 #define leasedByOther (rLease != 0 && !mine && !leaseExpired)
 
+/* An allocate or sweep invocation runs from its first read to its end (for the table restore). */
+#ifdef RESTORE
+#define STARTS busy = busy | bit(me - 1)
+#define ENDS busy = busy & ~bit(me - 1)
+#else
+#define STARTS skip
+#define ENDS skip
+#endif
+
 /*
  * 1.20 multi-pool nodes: the record's entries (NodeRecord.cidrReleases, in rMark for AGENT=20)
  * and planCidrRelease's rules for one /32 CIDR.
@@ -229,7 +276,7 @@ inline allocateInvocation() {
   /* [allocate-observe] record, attached ENIs and the CiliumNode's demand, read at once */
   READ(
     if :: leasedByOther -> goto finished :: else fi;   /* busy: another invocation holds the node */
-    rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
+    STARTS; rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
     aEni = (eniSt == 2); aIps = (eniSt == 2 -> eniIps : 0) & ~TOMBSTONED(aMark0, aMark1);
     demandTarget(); aTarget = target; target = 0;
     printf("allocator %d: allocate reads record v%d (ips=%d) and EC2 (eni=%d ips=%d); wants %d IPs\n", me, realVer, rIps, eniSt, eniIps, aTarget)
@@ -330,7 +377,7 @@ inline releaseInvocation() {
   /* [release-read-record] */
   READ(
     if :: rVer == 0 || leasedByOther -> goto finished :: else fi;   /* no record yet, or busy */
-    rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
+    STARTS; rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
     printf("allocator %d: release reads record v%d (marks=%d,%d)\n", me, realVer, aMark0, aMark1)
   );
   /* [release-observe] the CiliumNode and the attached ENIs, read at once, and
@@ -388,7 +435,7 @@ inline releaseCidrsInvocation() {
   /* [cidr-release-read-record] */
   READ(
     if :: rVer == 0 || leasedByOther -> goto finished :: else fi;
-    rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
+    STARTS; rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
     printf("allocator %d: CIDR release reads record v%d (entries=%d,%d)\n", me, realVer, aMark0, aMark1)
   );
   /* [cidr-release-observe] the CiliumNode and the attached ENIs at once, and
@@ -454,7 +501,7 @@ finished:
         leaves it to expire */
      atomic {
        if :: mine && rLease == me -> leaseAlive = false :: else fi;
-       rFresh = rFresh & ~bit(me - 1); aIps = 0; aMark0 = 0; aMark1 = 0; aTarget = 0;
+       ENDS; rFresh = rFresh & ~bit(me - 1); aIps = 0; aMark0 = 0; aMark1 = 0; aTarget = 0;
        unassign = 0; nMark0 = 0; nMark1 = 0; aEni = false; mine = false;
        releasing = (me == 1 && !releasing)   /* the sweep (allocator 1) also runs the release */
      }
@@ -505,6 +552,23 @@ end_idle:
 #endif
 
 /*
+ * [sync-applied-version] appliedRecordVersion: the annotation's version counts only in the table
+ * the record-table annotation names; a version of another table is taken as absent, so the sync
+ * claims the node afresh from its own table's record. MUT_TABLE_BLIND compares the numbers across tables, where the
+ * original table's count is ahead of the new one's (restored versions, or versions started over).
+ */
+#if defined(RESTORE) && defined(MUT_TABLE_BLIND)
+#define APPLIED_IS(v) (S_Ann != 0 && cTab == xTab[id] && S_Ann == (v))
+#define APPLIED_ABOVE(v) (S_Ann != 0 && ((cTab == xTab[id] && S_Ann > (v)) || cTab < xTab[id]))
+#elif defined(RESTORE)
+#define APPLIED_IS(v) (S_Ann != 0 && cTab == xTab[id] && S_Ann == (v))
+#define APPLIED_ABOVE(v) (S_Ann != 0 && cTab == xTab[id] && S_Ann > (v))
+#else
+#define APPLIED_IS(v) (S_Ann == (v))
+#define APPLIED_ABOVE(v) (S_Ann > (v))
+#endif
+
+/*
  * planSyncStep over (the record read, the CiliumNode read) into step/t*: 0 in sync, 1 spec-claim,
  * 2 status, 3 spec, 4 stale record, 5 foreign CiliumNode.
  */
@@ -515,11 +579,11 @@ inline planSync() {
   if :: leaving(xMark0) -> wantedPool = wantedPool & ~bit(0) :: else fi;
   if :: leaving(xMark1) -> wantedPool = wantedPool & ~bit(1) :: else fi;
 #endif
-  claimed = (S_Ann == xVer[id]);
+  claimed = APPLIED_IS(xVer[id]);
   tPool = 0; tStEni = false; tStIps = 0; tRel0 = 0; tRel1 = 0;
   if
   :: cOwner != ME -> step = 5   /* spec.instance-id never changes: read with the CiliumNode */
-  :: cOwner == ME && S_Ann > xVer[id] -> step = 4
+  :: cOwner == ME && APPLIED_ABOVE(xVer[id]) -> step = 4
   :: else ->
 #if AGENT == 19
      REL_TARGET(xMark0, S_Rel0, tRel0);
@@ -564,6 +628,32 @@ inline planSync() {
 #endif
 
 /*
+ * never_backwards, checked at every sync write: no sync write carries an older record version than
+ * one already written FROM THE SAME TABLE. Versions of two tables have no order (a new table starts
+ * over, a restored one goes back to the restore point): across the switch the property is that the
+ * sync adopts the new table's records (claims the node afresh, which the liveness check `served`
+ * requires), while each table's own versions never go backwards.
+ */
+#ifdef RESTORE
+#define PUBLISH_VERSION \
+    if \
+    :: xTab[id] -> CHECK(never_backwards, xVer[id] >= pubVerNew); pubVerNew = xVer[id] \
+    :: else -> CHECK(never_backwards, xVer[id] >= pubVer); pubVer = xVer[id] \
+    fi
+/* [sync-table] the end of an invocation: the next one reads the table deployed then (TABLE_NAME);
+   table 0's item is forgotten once no sync can read it any more */
+#define SYNC_ENDS \
+    xTab[id] = rTab; \
+    if \
+    :: rTab && xTab[0] && xTab[1] -> oVer = 0; oEni = false; oIps = 0; oMark0 = 0; oMark1 = 0; realOld = 0 \
+    :: else \
+    fi
+#else
+#define PUBLISH_VERSION CHECK(never_backwards, xVer[id] >= pubVer); pubVer = xVer[id]
+#define SYNC_ENDS skip
+#endif
+
+/*
  * One sync invocation at a time per process (sync-node syncNode with planSyncStep). The stream's
  * at-least-once, reordered delivery and the schedule only decide WHEN one runs, since it reads the
  * item itself: a sync may start at any moment.
@@ -585,9 +675,17 @@ end_idle:
           printf("sync %d reads CiliumNode: ann=v%d status eni=%d ips=%d pool=%d release-ips=%d,%d\n", id, realAnn, cStEni, cStIps, cPool, cRel[0], cRel[1])
         );
         /* [sync-read-record] then the record, strongly consistent */
-        READ(xVer[id] = rVer; xEni = rEni; xIps = rIps; xMark0 = rMark[0]; xMark1 = rMark[1]; renumber();
-             realRead[id] = realVer;
-             printf("  sync %d reads record v%d: eni=%d ips=%d marks=%d,%d\n", id, realVer, rEni, rIps, rMark[0], rMark[1]));
+        READ(
+          if
+          :: xTab[id] == rTab -> xVer[id] = rVer; xEni = rEni; xIps = rIps; xMark0 = rMark[0]; xMark1 = rMark[1];
+             realRead[id] = realVer
+          :: else -> xVer[id] = oVer; xEni = oEni; xIps = oIps; xMark0 = oMark0; xMark1 = oMark1;
+             realRead[id] = realOld   /* a sync of the deployment before the switch */
+          fi;
+          renumber();
+          printf("  sync %d reads record v%d of table %d: eni=%d ips=%d marks=%d,%d\n", id, realRead[id], xTab[id], xEni, xIps, xMark0, xMark1);
+          if :: xVer[id] == 0 -> goto no_record :: else fi   /* a new, empty table: nothing to publish */
+        );
         do
         :: STEP(
              /* [sync-plan] planSyncStep, then [sync-write] its one JSON Patch, which starts with
@@ -605,15 +703,14 @@ end_idle:
              :: done -> skip
              :: !done && RV_MATCHES ->
                 CHECK(right_node_only, cOwner == ME);
-                CHECK(never_backwards, xVer[id] >= pubVer);
-                pubVer = xVer[id];
+                PUBLISH_VERSION;
                 if
-                :: step == 1 -> cPool = tPool; cAnn = xVer[id]      /* [sync-spec-claim] */
+                :: step == 1 -> cPool = tPool; cAnn = xVer[id]; cTab = xTab[id]   /* [sync-spec-claim] */
                 :: step == 2 -> cStEni = tStEni; cStIps = tStIps;   /* [sync-status] */
                    cRel[0] = tRel0; cRel[1] = tRel1
                 :: step == 3 ->                                      /* [sync-spec] */
                    TWO_PLACE_POOL;
-                   cPool = tPool; cAnn = xVer[id]
+                   cPool = tPool; cAnn = xVer[id]; cTab = xTab[id]
                 fi;
                 if :: step != 2 -> realAnn = realRead[id] :: else fi;
                 printf("  sync %d writes %e from v%d: ann=v%d status eni=%d ips=%d pool=%d release-ips=%d,%d\n", id, (step == 1 -> spec_claim : (step == 2 -> status : spec)), realRead[id], realAnn, cStEni, cStIps, cPool, cRel[0], cRel[1]);
@@ -630,14 +727,58 @@ end_idle:
         od
      od;
 crashed:
+no_record:
      atomic {
        cFresh = cFresh & ~bit(id); sAnn[id] = 0; sStEni = false; sStIps = 0; sPool = 0;
        sRel0 = 0; sRel1 = 0; xVer[id] = 0; xEni = false; xIps = 0; xMark0 = 0; xMark1 = 0;
        done = false;
+       SYNC_ENDS;
        renumber()
      }
   od
 }
+
+#ifdef RESTORE
+/*
+ * [table-restore] The node table replaced, once: the stack is deployed against a new table
+ * (README, "Restore the node table"), whose item versions start over. RESTORE=1: a new, empty
+ * table (the allocator records the node afresh from EC2); RESTORE=2: a point-in-time restore,
+ * holding the item as it was at [restore-point], any earlier moment. The CiliumNode keeps what the
+ * old table's versions put there, annotated with the old table's name.
+ * Assumptions: the switch lands while no allocate or sweep invocation of the old deployment runs (a
+ * lease counts only in its own table; their overlap is not modelled) and, unless OLD_SYNCS, while
+ * no sync of the old deployment has read its table; with OLD_SYNCS such syncs go on with the old
+ * table, as the switch left it, next to the new deployment's. A restored lease has expired (a
+ * restore takes longer than a lease lasts).
+ */
+#ifdef OLD_SYNCS
+#define SWITCH_WAITS_FOR_SYNCS true
+#else
+#define SWITCH_WAITS_FOR_SYNCS (xVer[0] == 0 && xVer[1] == 0)
+#endif
+proctype Restore() {
+#if RESTORE == 2
+  /* [restore-point] the moment restored to */
+  READ(bkAt = (rVer > 0); bkEni = rEni; bkIps = rIps; bkMark0 = rMark[0]; bkMark1 = rMark[1]; realBk = realVer;
+       printf("restore point: record v%d (eni=%d ips=%d marks=%d,%d)\n", realVer, rEni, rIps, rMark[0], rMark[1]));
+#endif
+  atomic {
+    busy == 0 && SWITCH_WAITS_FOR_SYNCS ->
+    if
+    :: xVer[0] != 0 || xVer[1] != 0 ->   /* a sync of the old deployment is still running */
+       oVer = rVer; oEni = rEni; oIps = rIps; oMark0 = rMark[0]; oMark1 = rMark[1]; realOld = realVer
+    :: else
+    fi;
+    xTab[0] = (xVer[0] == 0); xTab[1] = (xVer[1] == 0);   /* those yet to read go to the new table */
+    rTab = 1; rVer = (bkAt -> 1 : 0); rEni = bkEni; rIps = bkIps; rMark[0] = bkMark0; rMark[1] = bkMark1;
+    rLease = 0; leaseAlive = false; leaseExpired = false; rFresh = 0;
+    realVer = (bkAt -> realBk : 0);
+    bkAt = false; bkEni = false; bkIps = 0; bkMark0 = 0; bkMark1 = 0; realBk = 0;
+    renumber();
+    printf("THE TABLE IS REPLACED: the functions now use table 1, holding record v%d (eni=%d ips=%d marks=%d,%d)\n", realVer, rEni, rIps, rMark[0], rMark[1])
+  }
+}
+#endif
 
 /* The 1.19 agent's answer to one release-ips entry (cilium agent, crd.go). */
 #define ANSWER(i) \
@@ -682,7 +823,7 @@ end_idle:
      }
   :: atomic {
        /* [agent-restart] the agent sets the CiliumNode's annotations to the Node's: ours is gone */
-       faults < MAXFAULTS && cAnn != 0 -> faults++; cAnn = 0; realAnn = 0; cFresh = 0; renumber();
+       faults < MAXFAULTS && cAnn != 0 -> faults++; cAnn = 0; cTab = 0; realAnn = 0; cFresh = 0; renumber();
        printf("agent restarts: the record-version annotation is gone\n"); observable()
      }
   od
@@ -734,7 +875,7 @@ end_idle:
      }
   :: atomic {
        /* [agent-restart] */
-       faults < MAXFAULTS && cAnn != 0 -> faults++; cAnn = 0; realAnn = 0; cFresh = 0; renumber();
+       faults < MAXFAULTS && cAnn != 0 -> faults++; cAnn = 0; cTab = 0; realAnn = 0; cFresh = 0; renumber();
        printf("agent restarts: the record-version annotation is gone\n"); observable()
      }
   od
@@ -742,9 +883,14 @@ end_idle:
 #endif
 
 /*
- * Liveness (checked with weak fairness, pan -a -f): once the faults have stopped (they are bounded)
- * and the agent's demand is final, every node is eventually served for good: its pool (1.19) or
- * its status (1.20) holds the IPs the demand asks for, up to the slots there are.
+ * Liveness: every node with demand is eventually served for good, <>[] SERVED: its pool (1.19) or
+ * its status (1.20) holds the IPs the demand asks for, up to the slots there are, and (1.19) the
+ * agent has reported what it uses. Every run eventually has no more faults, pod starts or stops, or
+ * table replacement (each is bounded), so this is "served once the faults and the demand stop".
+ * Fairness (pan -a -f): weak fairness between processes, i.e. an actor that could take a step
+ * forever eventually takes one: an allocate invocation or the sweep eventually starts, a sync
+ * eventually runs, the agent eventually reports, a dead holder's lease eventually expires. Nothing
+ * stronger is assumed: no strong fairness, and none between the choices inside one actor.
  */
 #define AT_LEAST_OR_FULL(n, x) ((n) >= (x) || (n) >= NI)
 #if AGENT == 19
@@ -770,6 +916,9 @@ init {
     run Sync(1);
 #endif
     run Agent();
+#ifdef RESTORE
+    run Restore();
+#endif
     run Clock()
   }
 }
