@@ -2,7 +2,9 @@
  * `npm run verify`: model-checks test/model/ipam.pml with SPIN, exhaustively.
  *
  * - Every configuration of the real protocol must pass: each one prints its state count and every
- *   property it checks, with its result.
+ *   property it checks, with its result. Safety configurations assert the invariants at every step
+ *   and check for deadlocks; liveness configurations check the never claim `served` for acceptance
+ *   cycles under weak fairness (`pan -a -f`, compiled with -DNFAIR=3).
  * - Every known-wrong variant (a -D mutation switch in the model) must be REJECTED: the checker
  *   must find a counterexample, which is replayed and printed step by step.
  * Exits 1 if a property fails on the real model, a search was cut short, or a mutation passes.
@@ -10,7 +12,7 @@
  * Installs nothing: needs `spin` (Debian package spin) and a C compiler `cc` on PATH (.ci/run
  * installs both when missing). Search: exhaustive depth-first with partial-order reduction and
  * -DCOLLAPSE (lossless state compression); no bitstate or hash compaction, so a pass is a proof
- * over every reachable state of the configuration.
+ * over every reachable state (and, for liveness, every reachable cycle) of the configuration.
  *
  *   npm run verify [-- --only <name>] [--keep]
  *
@@ -37,6 +39,8 @@ const PROPERTIES = {
   derivable_assigned:
     '1.20: every address an agent can derive from status.eni.enis is assigned to that ENI in EC2',
   allocated_kept: '1.20: a CIDR in spec.ipam.pools.allocated is never withdrawn from status nor unassigned',
+  served:
+    'eventually served (<>[] served, weak fairness): once crashes, pod starts/stops and the table replacement are over, the pool (1.19) or status (1.20) comes to hold and keep the IPs the demand asks for (up to the slots)',
 } as const;
 type Property = keyof typeof PROPERTIES;
 
@@ -54,6 +58,8 @@ interface Configuration {
   readonly description: string;
   readonly defines: readonly string[];
   readonly properties: readonly Property[];
+  /** Checks the never claim `served` (acceptance cycles, weak fairness) instead of the assertions. */
+  readonly liveness?: boolean;
 }
 
 interface Mutation {
@@ -62,9 +68,12 @@ interface Mutation {
   readonly defines: readonly string[];
   /** The property whose violation shows what the variant gets wrong. */
   readonly expect: Property;
+  readonly liveness?: boolean;
 }
 
 const ACTORS = "2 allocate invocations (one also the sweep's release), 2 syncs, 1 agent, 1 crash";
+const LIVENESS_ACTORS =
+  "2 allocate invocations (one also the sweep's release), 1 sync, 1 agent, 1 crash, 2 pod starts/stops";
 
 /** The real protocol. MAXFAULTS: crashes of our invocations and agent restarts, together. */
 const CONFIGURATIONS: readonly Configuration[] = [
@@ -92,6 +101,33 @@ const CONFIGURATIONS: readonly Configuration[] = [
     description: `the CiliumNode of our node name names another instance: ${ACTORS}`,
     defines: ['AGENT=19', 'FOREIGN', 'MAXFAULTS=1', 'PODOPS=2'],
     properties: COMMON,
+  },
+  {
+    name: 'table-replaced',
+    description:
+      'the node table replaced by a new, empty one at any moment between invocations (its versions start over below the count the CiliumNode shows): 1.19 CRD agent, 1 allocate invocation (also the sweep), 2 syncs, 1 agent, 1 crash, 2 pod starts/stops',
+    defines: ['AGENT=19', 'RESTORE=1', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: COMMON,
+  },
+  {
+    name: 'table-replaced-multi-pool',
+    description: 'the same with the 1.20 multi-pool agent',
+    defines: ['AGENT=20', 'RESTORE=1', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: [...COMMON, 'derivable_assigned', 'allocated_kept'],
+  },
+  {
+    name: 'crd-agent-liveness',
+    description: `1.19 CRD agent, eventually served, across a replacement of the table by a new, empty one: ${LIVENESS_ACTORS}`,
+    defines: ['AGENT=19', 'RESTORE=1', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: ['served'],
+    liveness: true,
+  },
+  {
+    name: 'multi-pool-agent-liveness',
+    description: `1.20 multi-pool agent, eventually served: ${LIVENESS_ACTORS}`,
+    defines: ['AGENT=20', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: ['served'],
+    liveness: true,
   },
 ];
 
@@ -134,6 +170,28 @@ const MUTATIONS: readonly Mutation[] = [
       'not a mutation: the current 1.20 CIDR release (release-cidrs.ts) without its timing assumption. A CIDR assigned but not yet published goes pending, withdrawing and is unassigned (it is not in status), while a sync that read the record before the withdrawal publishes it afterwards: safe only while the release delay outlasts every sync invocation',
     defines: ['AGENT=20', 'CIDR_RELEASE', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=2'],
     expect: 'derivable_assigned',
+  },
+  {
+    name: 'table-blind-sync',
+    description:
+      "the sync ignores the record-table annotation: after the table is replaced it compares the new table's versions with the old table's count on the CiliumNode, takes every record for stale and never publishes again",
+    defines: ['MUT_TABLE_BLIND', 'RESTORE=1', 'ALLOCATORS=1', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=1'],
+    expect: 'served',
+    liveness: true,
+  },
+  {
+    name: 'point-in-time-restore',
+    description:
+      'not a mutation: the current sync after a point-in-time restore (RESTORE=2). The restored record is older than EC2 and the CiliumNode; the sync adopts it before any allocator has re-read EC2 into it, and its claim drops from spec.ipam.pool an IP a pod holds (the allocator adds it back later). Safe only if the allocator re-records every node from EC2 before the first sync from the restored table',
+    defines: ['AGENT=19', 'RESTORE=2', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=2'],
+    expect: 'in_use_kept',
+  },
+  {
+    name: 'sync-of-the-old-deployment',
+    description:
+      "not a mutation: a sync invocation of the deployment before the table switch still running next to the new deployment's (OLD_SYNCS). Each takes the other's annotation for another table's and claims the node afresh, so the old one publishes the old table's record and drops from spec.ipam.pool an IP a pod got from the new one. Safe only if the old deployment's syncs have ended before the new ones start",
+    defines: ['AGENT=19', 'RESTORE=1', 'OLD_SYNCS', 'ALLOCATORS=1', 'MAXFAULTS=0', 'PODOPS=2'],
+    expect: 'in_use_kept',
   },
   {
     name: 'zero-release-delay',
@@ -182,6 +240,7 @@ function check(
   workDir: string,
   name: string,
   defines: readonly string[],
+  liveness: boolean,
   panFlags: readonly string[] = [],
 ): { pan: PanResult; dir: string } {
   const dir = join(workDir, name);
@@ -190,10 +249,13 @@ function check(
   const flags = defines.map((define) => `-D${define}`);
   const generate = run('spin', [...flags, '-a', 'ipam.pml'], dir);
   if (generate.status !== 0) throw new Error(`spin -a failed for ${name}:\n${generate.output}`);
-  const compile = run('cc', ['-O2', '-DSAFETY', '-DCOLLAPSE', '-DMEMLIM=4096', '-o', 'pan', 'pan.c'], dir);
+  // Liveness: the never claim instead of -DSAFETY; pan's weak fairness (-f) handles at most 6
+  // processes with its default NFAIR=2, and the model runs up to 8.
+  const mode = liveness ? ['-DNFAIR=3'] : ['-DSAFETY'];
+  const compile = run('cc', ['-O2', ...mode, '-DCOLLAPSE', '-DMEMLIM=4096', '-o', 'pan', 'pan.c'], dir);
   if (compile.status !== 0) throw new Error(`cc failed for ${name}:\n${compile.output}`);
   const started = process.hrtime.bigint();
-  const verifier = run('./pan', ['-m3000000', ...panFlags], dir);
+  const verifier = run('./pan', ['-m3000000', ...(liveness ? ['-a', '-f'] : []), ...panFlags], dir);
   const wallSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   const output = verifier.output;
   const incomplete = output.includes('max search depth too small')
@@ -206,7 +268,7 @@ function check(
     pan: {
       errors: number(output, /errors: (\d+)/),
       states: number(output, /(\d+) states, stored/),
-      transitions: number(output, /(\d+) transitions \(= stored\+matched\)/),
+      transitions: number(output, /(\d+) transitions \(= (?:stored|visited)\+matched\)/),
       seconds: wallSeconds,
       memoryMb: number(output, /([\d.]+)\s+total actual memory usage/),
       ...(incomplete ? { incomplete } : {}),
@@ -215,8 +277,16 @@ function check(
   };
 }
 
-/** The counterexample as the model's own step-by-step printout, and the property it violates. */
-function counterexample(dir: string, defines: readonly string[]): { trace: string[]; violated?: string } {
+/**
+ * The counterexample as the model's own step-by-step printout, and the property it violates: an
+ * assertion's PROPERTY line, or `served` for an acceptance cycle (the replay marks where the cycle
+ * that repeats forever starts).
+ */
+function counterexample(
+  dir: string,
+  defines: readonly string[],
+  pan: PanResult,
+): { trace: string[]; violated?: string } {
   const replay = run('spin', [...defines.map((define) => `-D${define}`), '-t', 'ipam.pml'], dir);
   const lines = replay.output
     .split('\n')
@@ -224,9 +294,13 @@ function counterexample(dir: string, defines: readonly string[]): { trace: strin
     // the replay ends with a dump of every variable and process: keep the model's own printout
     .filter(
       (line) =>
-        line.length > 0 && !/^(spin:|#processes|\d+ process|[\w[\]():]+ = -?\d+$|\d+:\s+proc)/.test(line),
-    );
-  const violated = lines.map((line) => line.match(/^PROPERTY (\w+) VIOLATED$/)?.[1]).find(Boolean);
+        line.length > 0 &&
+        !/^(spin:|#processes|\d+ process|[\w[\]():]+ = -?\d+$|\d+:\s+proc|Never claim moves|ltl )/.test(line),
+    )
+    .map((line) => (line.includes('START OF CYCLE') ? '---- from here the run repeats forever ----' : line));
+  const violated =
+    lines.map((line) => line.match(/^PROPERTY (\w+) VIOLATED$/)?.[1]).find(Boolean) ??
+    (pan.output.includes('acceptance cycle') ? 'served' : undefined);
   return { trace: lines, ...(violated ? { violated } : {}) };
 }
 
@@ -253,9 +327,13 @@ function main(): void {
   );
   try {
     for (const configuration of selected(CONFIGURATIONS)) {
-      const { pan, dir } = check(workDir, configuration.name, configuration.defines);
+      const liveness = configuration.liveness === true;
+      const defines = liveness ? ['LIVENESS', ...configuration.defines] : configuration.defines;
+      const { pan, dir } = check(workDir, configuration.name, defines, liveness);
       console.log(`\n${configuration.name}: ${configuration.description}`);
-      console.log(`  -D ${configuration.defines.join(' -D ')}`);
+      console.log(
+        `  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f: acceptance cycles, weak fairness)' : ''}`,
+      );
       console.log(`  ${figures(pan)}`);
       if (pan.incomplete !== undefined || Number.isNaN(pan.states)) {
         failures.push(
@@ -267,9 +345,9 @@ function main(): void {
       if (pan.errors === 0) {
         for (const property of configuration.properties)
           console.log(`  holds     ${property}: ${PROPERTIES[property]}`);
-        console.log('  holds     no deadlock: no reachable state where every actor is stuck');
+        if (!liveness) console.log('  holds     no deadlock: no reachable state where every actor is stuck');
       } else {
-        const { trace, violated } = counterexample(dir, configuration.defines);
+        const { trace, violated } = counterexample(dir, defines, pan);
         failures.push(`${configuration.name}: ${violated ?? 'an invalid end state'} violated`);
         for (const property of configuration.properties)
           console.log(
@@ -281,10 +359,12 @@ function main(): void {
     }
 
     for (const mutation of selected(MUTATIONS, 'mutation-')) {
+      const liveness = mutation.liveness === true;
+      const defines = liveness ? ['LIVENESS', ...mutation.defines] : mutation.defines;
       // -i: keep searching for shorter counterexamples, so the printed one is short
-      const { pan, dir } = check(workDir, `mutation-${mutation.name}`, mutation.defines, ['-i']);
+      const { pan, dir } = check(workDir, `mutation-${mutation.name}`, defines, liveness, ['-i']);
       console.log(`\nmutation ${mutation.name}: ${mutation.description}`);
-      console.log(`  -D ${mutation.defines.join(' -D ')}`);
+      console.log(`  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f)' : ''}`);
       console.log(`  ${figures(pan)}`);
       if (pan.errors === 0 || Number.isNaN(pan.errors)) {
         failures.push(`mutation ${mutation.name} was NOT rejected`);
@@ -293,7 +373,7 @@ function main(): void {
         );
         continue;
       }
-      const { trace, violated } = counterexample(dir, mutation.defines);
+      const { trace, violated } = counterexample(dir, defines, pan);
       if (violated !== mutation.expect) {
         failures.push(
           `mutation ${mutation.name}: expected ${mutation.expect} to fail, got ${violated ?? 'no property'}`,
