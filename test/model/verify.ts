@@ -19,7 +19,7 @@
  * --only NAME   run the configurations (and mutation-<name>s) whose name contains NAME
  * --keep        keep the work directory (pan sources, trails) and print its path
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -221,6 +221,24 @@ function run(command: string, args: readonly string[], cwd: string) {
   return { status: result.status ?? 1, output: `${result.stdout}${result.stderr}` };
 }
 
+/** `run` without blocking: a verifier is compiled while the previous one searches. */
+function runAsync(
+  command: string,
+  args: readonly string[],
+  cwd: string,
+): Promise<{ status: number; output: string }> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(command, args, { cwd });
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.on('error', (error) => reject(new Error(`${command}: ${error.message}`)));
+    child.on('close', (code) =>
+      resolvePromise({ status: code ?? 1, output: Buffer.concat(chunks).toString('utf8') }),
+    );
+  });
+}
+
 function requireTool(command: string, args: readonly string[], hint: string): string {
   const result = spawnSync(command, args, { encoding: 'utf8' });
   if (result.error || result.status !== 0) {
@@ -235,27 +253,42 @@ function number(output: string, pattern: RegExp): number {
   return match ? Number(match[1]) : Number.NaN;
 }
 
-/** Generates, compiles and runs the verifier for one set of -D switches in its own directory. */
-function check(
-  workDir: string,
-  name: string,
-  defines: readonly string[],
-  liveness: boolean,
-  panFlags: readonly string[] = [],
-): { pan: PanResult; dir: string } {
-  const dir = join(workDir, name);
+/** One run of the checker: a configuration or a mutation, with its -D switches. */
+interface Job {
+  readonly name: string;
+  readonly defines: readonly string[];
+  readonly liveness: boolean;
+  readonly panFlags: readonly string[];
+}
+
+/** Generates and compiles the verifier for one job in its own directory; returns the directory. */
+async function build(workDir: string, job: Job): Promise<string> {
+  const dir = join(workDir, job.name);
   mkdirSync(dir, { recursive: true });
   copyFileSync(modelSource, join(dir, 'ipam.pml'));
-  const flags = defines.map((define) => `-D${define}`);
-  const generate = run('spin', [...flags, '-a', 'ipam.pml'], dir);
-  if (generate.status !== 0) throw new Error(`spin -a failed for ${name}:\n${generate.output}`);
+  const flags = job.defines.map((define) => `-D${define}`);
+  const generate = await runAsync('spin', [...flags, '-a', 'ipam.pml'], dir);
+  if (generate.status !== 0) throw new Error(`spin -a failed for ${job.name}:\n${generate.output}`);
   // Liveness: the never claim instead of -DSAFETY; pan's weak fairness (-f) handles at most 6
   // processes with its default NFAIR=2, and the model runs up to 8.
-  const mode = liveness ? ['-DNFAIR=3'] : ['-DSAFETY'];
-  const compile = run('cc', ['-O2', ...mode, '-DCOLLAPSE', '-DMEMLIM=4096', '-o', 'pan', 'pan.c'], dir);
-  if (compile.status !== 0) throw new Error(`cc failed for ${name}:\n${compile.output}`);
+  const mode = job.liveness ? ['-DNFAIR=3'] : ['-DSAFETY'];
+  const compile = await runAsync(
+    'cc',
+    ['-O2', ...mode, '-DCOLLAPSE', '-DMEMLIM=4096', '-o', 'pan', 'pan.c'],
+    dir,
+  );
+  if (compile.status !== 0) throw new Error(`cc failed for ${job.name}:\n${compile.output}`);
+  return dir;
+}
+
+/** Runs a compiled verifier: the exhaustive search. */
+async function search(dir: string, job: Job): Promise<PanResult> {
   const started = process.hrtime.bigint();
-  const verifier = run('./pan', ['-m3000000', ...(liveness ? ['-a', '-f'] : []), ...panFlags], dir);
+  const verifier = await runAsync(
+    './pan',
+    ['-m3000000', ...(job.liveness ? ['-a', '-f'] : []), ...job.panFlags],
+    dir,
+  );
   const wallSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   const output = verifier.output;
   const incomplete = output.includes('max search depth too small')
@@ -264,16 +297,13 @@ function check(
       ? 'out of memory'
       : undefined;
   return {
-    dir,
-    pan: {
-      errors: number(output, /errors: (\d+)/),
-      states: number(output, /(\d+) states, stored/),
-      transitions: number(output, /(\d+) transitions \(= (?:stored|visited)\+matched\)/),
-      seconds: wallSeconds,
-      memoryMb: number(output, /([\d.]+)\s+total actual memory usage/),
-      ...(incomplete ? { incomplete } : {}),
-      output,
-    },
+    errors: number(output, /errors: (\d+)/),
+    states: number(output, /(\d+) states, stored/),
+    transitions: number(output, /(\d+) transitions \(= (?:stored|visited)\+matched\)/),
+    seconds: wallSeconds,
+    memoryMb: number(output, /([\d.]+)\s+total actual memory usage/),
+    ...(incomplete ? { incomplete } : {}),
+    output,
   };
 }
 
@@ -308,7 +338,7 @@ function figures(pan: PanResult): string {
   return `${pan.states.toLocaleString('en-US')} states, ${pan.transitions.toLocaleString('en-US')} transitions, ${pan.memoryMb.toFixed(0)} MB, ${pan.seconds.toFixed(1)} s`;
 }
 
-function main(): void {
+async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     options: { only: { type: 'string' }, keep: { type: 'boolean', default: false } },
@@ -325,11 +355,43 @@ function main(): void {
   console.log(
     'exhaustive search: depth-first, partial-order reduction, -DCOLLAPSE (no bitstate, no hash compaction)',
   );
+  const job = (
+    name: string,
+    defines: readonly string[],
+    liveness: boolean,
+    panFlags: readonly string[],
+  ): Job => ({
+    name,
+    defines: liveness ? ['LIVENESS', ...defines] : defines,
+    liveness,
+    panFlags,
+  });
+  const configurations = selected(CONFIGURATIONS).map((configuration) => ({
+    configuration,
+    job: job(configuration.name, configuration.defines, configuration.liveness === true, []),
+  }));
+  const mutations = selected(MUTATIONS, 'mutation-').map((mutation) => ({
+    mutation,
+    // -i: keep searching for shorter counterexamples, so the printed one is short
+    job: job(`mutation-${mutation.name}`, mutation.defines, mutation.liveness === true, ['-i']),
+  }));
+  // The verifiers are compiled one at a time, in order, while the searches run one at a time: on
+  // two cores the next one's compilation overlaps the current search.
+  let builds: Promise<unknown> = Promise.resolve();
+  const built = new Map<string, Promise<string>>();
+  for (const { job: next } of [...configurations, ...mutations]) {
+    const dir = builds.then(() => build(workDir, next));
+    builds = dir.catch(() => undefined);
+    built.set(next.name, dir);
+  }
+  const prepared = async (next: Job) => {
+    const dir = await (built.get(next.name) as Promise<string>);
+    return { dir, pan: await search(dir, next) };
+  };
   try {
-    for (const configuration of selected(CONFIGURATIONS)) {
-      const liveness = configuration.liveness === true;
-      const defines = liveness ? ['LIVENESS', ...configuration.defines] : configuration.defines;
-      const { pan, dir } = check(workDir, configuration.name, defines, liveness);
+    for (const { configuration, job: current } of configurations) {
+      const { liveness, defines } = current;
+      const { pan, dir } = await prepared(current);
       console.log(`\n${configuration.name}: ${configuration.description}`);
       console.log(
         `  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f: acceptance cycles, weak fairness)' : ''}`,
@@ -358,11 +420,9 @@ function main(): void {
       }
     }
 
-    for (const mutation of selected(MUTATIONS, 'mutation-')) {
-      const liveness = mutation.liveness === true;
-      const defines = liveness ? ['LIVENESS', ...mutation.defines] : mutation.defines;
-      // -i: keep searching for shorter counterexamples, so the printed one is short
-      const { pan, dir } = check(workDir, `mutation-${mutation.name}`, defines, liveness, ['-i']);
+    for (const { mutation, job: current } of mutations) {
+      const { liveness, defines } = current;
+      const { pan, dir } = await prepared(current);
       console.log(`\nmutation ${mutation.name}: ${mutation.description}`);
       console.log(`  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f)' : ''}`);
       console.log(`  ${figures(pan)}`);
@@ -386,6 +446,7 @@ function main(): void {
       for (const line of trace) console.log(`    ${line}`);
     }
   } finally {
+    await builds;
     if (values.keep) console.log(`\nwork directory kept: ${workDir}`);
     else rmSync(workDir, { recursive: true, force: true });
   }
@@ -399,4 +460,7 @@ function main(): void {
   console.log(`\nverify: every property holds on the model, every mutation was rejected (${seconds} s)`);
 }
 
-main();
+main().catch((error: unknown) => {
+  console.error(`verify: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+});
