@@ -653,6 +653,12 @@ inline planSync() {
 #define SYNC_ENDS skip
 #endif
 
+#ifdef RESTORE
+#define RESTORE_PRINT_TABLE if :: cAnn != 0 -> printf("    (ann counts in table %d)\n", cTab) :: else fi
+#else
+#define RESTORE_PRINT_TABLE skip
+#endif
+
 /*
  * One sync invocation at a time per process (sync-node syncNode with planSyncStep). The stream's
  * at-least-once, reordered delivery and the schedule only decide WHEN one runs, since it reads the
@@ -672,7 +678,8 @@ end_idle:
         /* [sync-read-ciliumnode] the CiliumNode FIRST */
         READ(
           cFresh = cFresh | bit(id); SNAPSHOT; renumber();
-          printf("sync %d reads CiliumNode: ann=v%d status eni=%d ips=%d pool=%d release-ips=%d,%d\n", id, realAnn, cStEni, cStIps, cPool, cRel[0], cRel[1])
+          printf("sync %d reads CiliumNode: ann=v%d status eni=%d ips=%d pool=%d release-ips=%d,%d\n", id, realAnn, cStEni, cStIps, cPool, cRel[0], cRel[1]);
+          RESTORE_PRINT_TABLE
         );
         /* [sync-read-record] then the record, strongly consistent */
         READ(
