@@ -29,7 +29,8 @@ import { parseArgs } from 'node:util';
 const PROPERTIES = {
   status_covers_spec:
     'status covers spec: at every CiliumNode version, every pool IP has its ENI in status with that IP (the agent never fails to find the ENI)',
-  never_backwards: 'never backwards: no sync write carries an older record version than one already written',
+  never_backwards:
+    'never backwards: no sync write carries an older record version than one already written from the same table (versions of two tables have no order)',
   no_lost_update: 'no lost update: no record write drops a recorded IP that EC2 still has',
   one_eni_per_slot: 'no second ENI for the slot: EC2 never creates a second ENI, whatever crashed where',
   in_use_kept:
