@@ -169,6 +169,13 @@ export interface LocalCloud {
   denials(): Denials;
   /** Invocation counters per function logical id. */
   functionStats(): Record<string, FunctionStats>;
+  /**
+   * What a deploy that changes only the functions' environment does (e.g. `eni-ipam:paused`:
+   * Lambda's UpdateFunctionConfiguration): every function gets `variables` on top of its
+   * environment, and later invocations run in fresh containers with it. Call it when settled: the
+   * old containers are stopped.
+   */
+  updateFunctionEnvironment(variables: Readonly<Record<string, string>>): Promise<void>;
   streamStats(): StreamPollerStats;
   /** Stream records given up on (the mapping's on-failure destination). */
   readonly streamFailures: readonly DiscardedBatch[];
@@ -544,6 +551,14 @@ async function start(
     summary: async (instanceIds = launched) => summarize(ec2.state, k8s, await records(), instanceIds),
     denials: () => denialsOf(ec2.calls.log, k8s.requests.all()),
     functionStats: () => functionStatsOf(runners),
+    updateFunctionEnvironment: async (variables) => {
+      const replaced = [...runners.entries()].map(([logicalId, runner]) => {
+        const spec = { ...runner.spec, environment: { ...runner.spec.environment, ...variables } };
+        runners.set(logicalId, new LambdaFunctionRunner(spec, onLog));
+        return runner;
+      });
+      await Promise.all(replaced.map((runner) => runner.stop()));
+    },
     streamStats: () => {
       const all = pollers.map((poller) => poller.stats());
       return {
