@@ -149,7 +149,14 @@ export interface LocalCloud {
   /** Publishes an `EC2 Instance State-change Notification` for the instance and state. */
   emitEc2Event(instanceId: string, state: string): Promise<string[]>;
   /** Launches an instance of the cluster (tagged for it) in a node subnet; events follow. */
-  launchInstance(instanceType: string, options?: { subnet?: 'nodesA' | 'nodesB' }): InstanceRecord;
+  launchInstance(
+    instanceType: string,
+    options?: {
+      subnet?: 'nodesA' | 'nodesB';
+      /** eth0's tags (a launch template's); default none, as EC2 creates it, so eth0 is not ours. */
+      primaryNetworkInterfaceTags?: Record<string, string>;
+    },
+  ): InstanceRecord;
   /** Fires every schedule rule now; resolves when the invocations are done. */
   fireSchedules(): Promise<void>;
   /** Processes the table's stream until everything written so far reached the sync function. */
@@ -530,6 +537,9 @@ async function start(
         subnetId: subnet.subnetId,
         securityGroupIds: [cluster.securityGroups.nodes.groupId],
         tags: { [`kubernetes.io/cluster/${clusterName}`]: 'owned', Name: `${clusterName}-node` },
+        ...(launchOptions.primaryNetworkInterfaceTags === undefined
+          ? {}
+          : { primaryNetworkInterfaceTags: launchOptions.primaryNetworkInterfaceTags }),
       });
       launched.push(instance.instanceId);
       return instance;

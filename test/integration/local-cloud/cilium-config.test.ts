@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ownershipTags } from '../../../functions/aws/eni-tags.ts';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
 import { registerCiliumNode } from '../../local-cloud/cilium-agent.ts';
 import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.ts';
@@ -9,6 +10,8 @@ import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.
  * allocate function's own identity (the Role of `infra/kubernetes/rbac.yaml`); the stack's
  * defaults (first interface index 0 here) where the ConfigMap is absent. The synthesized stack runs
  * on the local cloud; allocations are invoked directly so each outcome is the invocation's own.
+ * eth0 is tagged as ours (a launch template's tags), so the first interface index alone decides
+ * whether it is filled.
  */
 describe('pre-agent knobs from cilium-config', () => {
   let cloud: LocalCloud;
@@ -25,6 +28,7 @@ describe('pre-agent knobs from cilium-config', () => {
     await cloud?.stop();
   });
 
+  const eth0Ours = ownershipTags('my-cluster', 'launch-template');
   const running = (instanceId: string) => ({
     version: '0',
     id: `running-${instanceId}`,
@@ -49,7 +53,7 @@ describe('pre-agent knobs from cilium-config', () => {
     cloud.k8s.requests.all({ resource: 'configmaps', verb: 'get', namespace: 'kube-system' });
 
   it('without cilium-config, uses the stack defaults (the first interface index 0: eth0)', async () => {
-    const instance = cloud.launchInstance('m5.large');
+    const instance = cloud.launchInstance('m5.large', { primaryNetworkInterfaceTags: eth0Ours });
     const result = await cloud.invoke('Allocate', running(instance.instanceId));
     expect(result).toMatchObject({ status: 'succeeded', payload: { status: 'allocated' } });
     expect(await ipsByDeviceIndex(instance.instanceId)).toEqual({ 0: 8 });
@@ -70,7 +74,7 @@ describe('pre-agent knobs from cilium-config', () => {
       'eni-tags': '{}',
     });
     const reads = configMapReads().length;
-    const instance = cloud.launchInstance('m5.large');
+    const instance = cloud.launchInstance('m5.large', { primaryNetworkInterfaceTags: eth0Ours });
     const result = await cloud.invoke('Allocate', running(instance.instanceId));
     expect(result).toMatchObject({ status: 'succeeded', payload: { status: 'allocated' } });
     expect(await ipsByDeviceIndex(instance.instanceId)).toEqual({ 1: 8 });
@@ -118,7 +122,7 @@ describe('pre-agent knobs from cilium-config', () => {
 
   it('refuses a malformed value, naming the key, and writes nothing', async () => {
     cloud.k8s.configMaps.put('kube-system', 'cilium-config', { 'eni-first-interface-index': 'one' });
-    const instance = cloud.launchInstance('m5.large');
+    const instance = cloud.launchInstance('m5.large', { primaryNetworkInterfaceTags: eth0Ours });
     const mutating = cloud.ec2.calls.mutating();
     const result = await cloud.invoke('Allocate', running(instance.instanceId));
     expect(result).toMatchObject({
