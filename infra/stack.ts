@@ -145,9 +145,16 @@ export class EniIpamStack extends Stack {
         'dynamodb:GetItem',
         'dynamodb:PutItem',
         'dynamodb:Scan',
+        // The table's generation (its creation time), once per container: allocate and sweep stamp
+        // the records they observe EC2 for with it, the sync orders tables by it. GC needs none.
+        ...(allocator === this.garbageCollectionFunction ? [] : ['dynamodb:DescribeTable']),
       ]);
     }
-    grantNodeRecordAccess(this.syncFunction.role, table.tableArn, ['dynamodb:GetItem', 'dynamodb:Scan']);
+    grantNodeRecordAccess(this.syncFunction.role, table.tableArn, [
+      'dynamodb:GetItem',
+      'dynamodb:Scan',
+      'dynamodb:DescribeTable',
+    ]);
 
     this.routeEc2Events(config);
     this.scheduleSweeps(config);

@@ -9,12 +9,13 @@
 export const RECORD_VERSION_ANNOTATION = 'serverless-eni-ipam.io/record-version';
 
 /**
- * The table generation (the node table's name) the record-version annotation counts in. A new or
- * restored table starts its records at version 1 again: a version from another table says nothing
- * about this one's, so the sync treats it as absent and claims the node afresh instead of waiting
- * (forever) for this table's records to overtake the old count. Tables are never renamed and a
- * restore always makes a new table, so the name identifies a table's version sequence. A CiliumNode
- * with a version but no table (written before the table was named) counts as this table's.
+ * The table generation the record-version annotation counts in: `<table name>@<creation time>`
+ * (`table-generation.ts`). A new or restored table starts its records at version 1 again: a version
+ * from another table says nothing about this one's, so the sync treats it as absent and claims the
+ * node afresh, from an OLDER table only; a CiliumNode claimed from a NEWER table is left alone (the
+ * sync asking is one of a deployment the table switch left behind). A bare table name (written by
+ * an earlier release) counts as that table's and as older than any other; a CiliumNode with a
+ * version but no table (written before tables were named) counts as the sync's own table's.
  */
 export const RECORD_TABLE_ANNOTATION = 'serverless-eni-ipam.io/record-table';
 

@@ -197,6 +197,14 @@ export interface NodeRecord {
   /** When `agentProtocol` last changed (or was first observed). */
   readonly agentProtocolSinceEpochMs?: number;
   /**
+   * The node-table generation (`<table>@<creation time>`, see `table-generation.ts`) in which the
+   * allocator last observed EC2 for this node and wrote what it saw. Only the allocator sets it;
+   * every other writer keeps it. A point-in-time restore copies the item, stamp included, into a
+   * new table, so a restored record names the old table until the allocator has reconciled it with
+   * EC2 in the new one; the sync publishes nothing from it before that (`planSyncStep`).
+   */
+  readonly reconciledInTable?: string;
+  /**
    * `active`: allocated and synced. `draining`: a spot interruption warning arrived, no new
    * allocation. `retired`: the instance terminated; kept for audit until `expiresAtEpochSeconds`.
    */

@@ -65,11 +65,16 @@ export interface NodeRecordContent {
   readonly cidrReleases?: NodeRecord['cidrReleases'];
   /** The agent's protocol as just observed; `undefined` keeps the recorded one (no CiliumNode read). */
   readonly agentProtocol?: 'crd' | 'multi-pool';
+  /**
+   * The table generation this content was observed from EC2 for (the allocator's writes);
+   * `undefined` keeps the recorded stamp.
+   */
+  readonly reconciledInTable?: string;
 }
 
 /**
  * The next version of a node's record: `previous.version + 1` (or 1 for the first), keeping what
- * this writer does not own (creation time, excess marks, lifecycle).
+ * this writer does not own (creation time, excess marks, lifecycle, the EC2 stamp).
  */
 export function nextNodeRecord(
   previous: NodeRecord | undefined,
@@ -93,6 +98,7 @@ export function nextNodeRecord(
     ...(previous?.excessMarks ? { excessMarks: previous.excessMarks } : {}),
     ...cidrReleasesOf(content.cidrReleases ?? previous?.cidrReleases),
     ...protocolFields(previous, content.agentProtocol, nowEpochMs),
+    ...stampOf(content.reconciledInTable ?? previous?.reconciledInTable),
     lifecycle: previous?.lifecycle ?? 'active',
     createdAtEpochMs: previous?.createdAtEpochMs ?? nowEpochMs,
     updatedAtEpochMs: nowEpochMs,
@@ -100,6 +106,10 @@ export function nextNodeRecord(
       ? { expiresAtEpochSeconds: previous.expiresAtEpochSeconds }
       : {}),
   };
+}
+
+function stampOf(table: string | undefined): Pick<NodeRecord, 'reconciledInTable'> {
+  return table === undefined ? {} : { reconciledInTable: table };
 }
 
 function cidrReleasesOf(releases: NodeRecord['cidrReleases']): Pick<NodeRecord, 'cidrReleases'> {

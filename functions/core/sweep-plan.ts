@@ -12,6 +12,7 @@ import { knobsFromCiliumNode } from './knobs.ts';
 import type { EniState, InstanceLimits, NodeKnobs, NodeRecord } from './model.ts';
 import type { AttachedEniSummary, ClusterInstance } from './ports.ts';
 import { excludedPoolIps, planRelease } from './release-plan.ts';
+import { isReconciledIn } from './table-generation.ts';
 
 /**
  * What the scheduled sweep does with each node. Pure. The sweep reads every node at once (one
@@ -36,7 +37,13 @@ export type AllocationSweepReason =
   /** The last attempt recorded an error: try again. */
   | 'last-error'
   /** A claim was left behind by an invocation that did not finish. */
-  | 'expired-lease';
+  | 'expired-lease'
+  /**
+   * The record was not reconciled with EC2 in this table (restored from another table, or written
+   * by an earlier release): the sync publishes nothing from it until the allocator has re-observed
+   * the node here, so every such node is reconciled on the next sweep.
+   */
+  | 'unreconciled';
 
 export type NodeSweepDecision =
   | {
@@ -72,6 +79,8 @@ export interface NodeSweepInputs {
   readonly releaseDelayMs?: number;
   /** How long a CIDR released from a multi-pool node is tombstoned; default `tombstoneDurationMs`. */
   readonly tombstoneMs?: number;
+  /** This deployment's table generation (`NodeRecord.reconciledInTable`); absent: not checked. */
+  readonly table?: string;
 }
 
 /**
@@ -92,6 +101,8 @@ export function decideNodeSweep(inputs: NodeSweepInputs): NodeSweepDecision {
     release,
   });
   if (record.lease) return reconcile('expired-lease');
+  if (inputs.table !== undefined && !isReconciledIn(record.reconciledInTable, inputs.table))
+    return reconcile('unreconciled');
   const observed = withoutTombstoned(inputs.cluster.attachedEnis, tombstonedCidrs(record));
   if (hasDrifted(record.enis, observed, nowEpochMs, inputs.consistencyGraceMs)) {
     return reconcile('drift');

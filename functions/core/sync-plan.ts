@@ -25,6 +25,7 @@ import { isIpv4Address, sortIpv4 } from './ip-math.ts';
 import { jsonEqual } from './json-equal.ts';
 import { instanceIdOfCiliumNode, usedIps } from './knobs.ts';
 import type { NodeRecord } from './model.ts';
+import { compareTableGenerations, isReconciledIn, parseTableGeneration } from './table-generation.ts';
 
 /**
  * Sync planning: given ONE node-record version and the CiliumNode as last read, the single next
@@ -76,21 +77,55 @@ export type SyncStep =
       readonly reason: 'foreign-instance' | 'unpublishable-record';
       readonly detail: string;
     }
-  | { readonly kind: 'none'; readonly reason: 'in-sync' | 'stale-record' | 'record-retired' };
+  | {
+      readonly kind: 'none';
+      readonly reason:
+        | 'in-sync'
+        | 'stale-record'
+        | 'record-retired'
+        /** The record was not reconciled with EC2 in this table yet (a restored item): wait. */
+        | 'unreconciled-record'
+        /** The CiliumNode counts in a newer table than this sync's: this deployment is superseded. */
+        | 'newer-table';
+    };
 
 export type SyncWriteStep = Extract<SyncStep, { kind: 'create' | 'spec-claim' | 'status' | 'spec' }>;
 
 /**
  * The record version whose spec the CiliumNode carries, from its annotation; `undefined` when the
  * annotation is absent or not a non-negative integer (agents replace all annotations on restart),
- * or when it counts in another table than `table` (see `RECORD_TABLE_ANNOTATION`).
+ * or when it counts in another table generation than `table` (see `RECORD_TABLE_ANNOTATION`).
  */
 export function appliedRecordVersion(cn: CiliumNode, table?: string): number | undefined {
   const annotations = cn.metadata.annotations;
   const text = annotations?.[RECORD_VERSION_ANNOTATION];
-  const countedIn = annotations?.[RECORD_TABLE_ANNOTATION];
-  if (table !== undefined && countedIn !== undefined && countedIn !== table) return undefined;
+  if (table !== undefined && tableOfAnnotation(cn, table) !== 'same') return undefined;
   return text !== undefined && /^(0|[1-9][0-9]*)$/.test(text) ? Number(text) : undefined;
+}
+
+/**
+ * How the table generation the CiliumNode's record version counts in relates to `table`. No
+ * record-table annotation (written before tables were named) counts as `table`'s own; one that
+ * names no valid generation as older (it is replaced by the next claim, as any other table's is).
+ */
+function tableOfAnnotation(cn: CiliumNode, table: string): 'same' | 'older' | 'newer' {
+  const countedIn = cn.metadata.annotations?.[RECORD_TABLE_ANNOTATION];
+  if (countedIn === undefined) return 'same';
+  const other = parseTableGeneration(countedIn);
+  const own = parseTableGeneration(table);
+  if (other === undefined || own === undefined) return countedIn === table ? 'same' : 'older';
+  return compareTableGenerations(other, own);
+}
+
+/**
+ * Whether a record version of a NEWER table generation than `table` has claimed the CiliumNode.
+ * Then this sync belongs to a deployment the table switch left behind (an invocation still running
+ * with the old table), and it writes nothing: claiming the node back would publish the old table's
+ * record over IPs the new deployment has handed out since.
+ */
+function claimedByNewerTable(cn: CiliumNode, table: string): boolean {
+  const version = cn.metadata.annotations?.[RECORD_VERSION_ANNOTATION];
+  return version !== undefined && tableOfAnnotation(cn, table) === 'newer';
 }
 
 const isIgnoredByOperator = (cn: CiliumNode) => cn.metadata.annotations?.[IPAM_IGNORE_ANNOTATION] === 'true';
@@ -99,21 +134,36 @@ const isIgnoredByOperator = (cn: CiliumNode) => cn.metadata.annotations?.[IPAM_I
  * The next step, decided in this order:
  * 1. retired record: nothing (the instance is gone; Kubernetes deletes the CiliumNode with its Node);
  * 2. unpublishable record (no node name, no VPC primary CIDR): refuse;
- * 3. no CiliumNode: `create`;
- * 4. the CiliumNode names another instance: refuse (invariant 6);
- * 5. annotation newer than the record (in the same table): nothing (invariant 2, never backwards);
- * 6. something must be removed and this version has not claimed the node: `spec-claim`;
- * 7. status differs from its target: `status` (target = desired ∪ what the pool still references
+ * 3. the record was not reconciled with EC2 in `table` (its stamp names another table generation,
+ *    or none): nothing, wait for the allocator (the sweep re-observes such a node within a minute,
+ *    and its write wakes this sync through the stream). A point-in-time restore copies items as
+ *    they were: a restored record may lack IPs EC2 assigned since the restore point, which pods
+ *    may hold; publishing it would claim the node and drop them from `spec.ipam.pool`. Waiting is
+ *    the simplest rule that is right by construction: only the allocator's EC2 observation in
+ *    this table can make the record complete, and nothing is published before it. (Starting the
+ *    allocation from the sync would save at most a minute, at the price of EC2 permissions and
+ *    lease handling in the sync);
+ * 4. no CiliumNode: `create`;
+ * 5. the CiliumNode names another instance: refuse (invariant 6);
+ * 6. the CiliumNode counts in a newer table generation than `table`: nothing (this sync's
+ *    deployment was superseded by a table switch; see `claimedByNewerTable`);
+ * 7. annotation newer than the record (in the same table): nothing (invariant 2, never backwards);
+ * 8. something must be removed and this version has not claimed the node: `spec-claim`;
+ * 9. status differs from its target: `status` (target = desired ∪ what the pool still references
  *    once claimed; current ∪ desired, grow only, before);
- * 8. pool or annotations differ (record version and table, `ipam.cilium.io/ignore`): `spec`
+ * 10. pool or annotations differ (record version and table, `ipam.cilium.io/ignore`): `spec`
  *    (pool = desired ∩ what the current status covers);
- * 9. otherwise in sync.
+ * 11. otherwise in sync.
+ * `table` is the sync's table generation (`table-generation.ts`); without it (unit tables) steps 3
+ * and 6 are skipped and versions are compared as they are.
  */
 export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined, table?: string): SyncStep {
   if (record.lifecycle === 'retired') return { kind: 'none', reason: 'record-retired' };
   const problems = unpublishableRecordProblems(record);
   if (problems.length > 0)
     return { kind: 'refuse', reason: 'unpublishable-record', detail: problems.join('; ') };
+  if (table !== undefined && !isReconciledIn(record.reconciledInTable, table))
+    return { kind: 'none', reason: 'unreconciled-record' };
   if (cn === undefined) return { kind: 'create', object: initialCiliumNode(record, table) };
 
   const owner = instanceIdOfCiliumNode(cn);
@@ -124,6 +174,7 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined, tab
       detail: `CiliumNode ${cn.metadata.name} belongs to ${owner}, not ${record.instanceId}`,
     };
   }
+  if (table !== undefined && claimedByNewerTable(cn, table)) return { kind: 'none', reason: 'newer-table' };
   const applied = appliedRecordVersion(cn, table);
   if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale-record' };
   const claimed = applied === record.version;

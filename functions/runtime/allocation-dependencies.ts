@@ -2,6 +2,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { createEc2Client, createEc2NetworkAdapter } from '../aws/ec2-network.ts';
 import { withInstanceLimitsCatalog } from '../aws/instance-limits.ts';
 import { DynamoNodeRecordStore } from '../aws/node-table.ts';
+import { tableGenerationOf } from '../aws/table-generation.ts';
 import { agentReadsNodeKeys } from '../core/cilium-config.ts';
 import type { NodeKnobs } from '../core/model.ts';
 import { KubernetesCiliumNodeApi } from '../k8s/ciliumnode-api.ts';
@@ -64,7 +65,9 @@ export function buildAllocationDependencies(
         log.warn('instance limits from the static table', { ...event, error: String(event.error) }),
     },
   );
-  const store = new DynamoNodeRecordStore(new DynamoDBClient({}), environment.string('TABLE_NAME'));
+  const dynamoDb = new DynamoDBClient({});
+  const tableName = environment.string('TABLE_NAME');
+  const store = new DynamoNodeRecordStore(dynamoDb, tableName);
   const kubeConfig = buildKubeConfig(kubernetesConnectionFromEnv(variables), {
     credentials: () => ec2Client.config.credentials(),
   });
@@ -83,6 +86,7 @@ export function buildAllocationDependencies(
     settings,
     clock: Date.now,
     log,
+    tableGeneration: tableGenerationOf(dynamoDb, tableName),
     lifecycle: {
       store,
       ec2,

@@ -94,6 +94,13 @@ export interface AllocationDependencies {
    * (`preAgentKnobsForInvocation`). Absent: `settings.defaultKnobs`.
    */
   readonly preAgentKnobs?: () => Promise<NodeKnobs>;
+  /**
+   * The node table's generation (`<table>@<creation time>`, read once per container with
+   * DescribeTable): every record this invocation writes is stamped with it, saying that its content
+   * was observed from EC2 for this table (`NodeRecord.reconciledInTable`). Absent: no stamp is
+   * written (the recorded one is kept).
+   */
+  readonly tableGeneration?: () => Promise<string>;
 }
 
 export type AllocationOutcome =
@@ -212,10 +219,11 @@ async function allocateOnce(
 
   // Everything else is read at once: the sequential round trips from the event to a usable pool
   // are what a node waits for.
-  const [storedRecord, observation, observedEnis] = await Promise.all([
+  const [storedRecord, observation, observedEnis, table] = await Promise.all([
     store.get(instanceId),
     observe(instance, deps),
     ec2.describeAttachedEnis(instanceId, instance.vpcId),
+    deps.tableGeneration?.(),
   ]);
   let record = storedRecord;
   if (record && record.lifecycle !== 'active') {
@@ -257,6 +265,10 @@ async function allocateOnce(
     knobs: observation.knobs,
     prefixDelegation: demandFor(observation, enis, settings).prefixDelegation,
     ...(observation.demand ? { agentProtocol: observation.demand.protocol } : {}),
+    // Every write below records what this invocation observed from EC2 (or EC2's responses to it),
+    // so it is reconciled in this table; a restored record that differs only in its stamp is
+    // rewritten too (`recordWouldChange`), which is what lets the sync publish it.
+    ...(table === undefined ? {} : { reconciledInTable: table }),
     ...(reassigned.size > 0 ? { cidrReleases: withoutEntries(record?.cidrReleases, reassigned) } : {}),
     ...(blocked ? { lastError: blocked } : {}),
     ...(lease

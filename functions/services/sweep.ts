@@ -44,7 +44,7 @@ const LIVE_STATES = ['pending', 'running', 'stopping', 'stopped'] as const;
 
 export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
   const { ec2, log } = deps;
-  const [clusterInstances, records, ciliumNodes, defaultKnobs] = await Promise.all([
+  const [clusterInstances, records, ciliumNodes, defaultKnobs, table] = await Promise.all([
     ec2.listClusterInstances(
       clusterTagKey(deps.settings.clusterName),
       deps.settings.clusterTagValues,
@@ -53,6 +53,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
     allRecords(deps.store),
     deps.ciliumNodes.list(),
     deps.preAgentKnobs?.() ?? deps.settings.defaultKnobs,
+    deps.tableGeneration?.(),
   ]);
   // One reading of the pre-agent knobs for every node of this sweep (and the work it does on them).
   const settings = { ...deps.settings, defaultKnobs };
@@ -89,6 +90,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
         releaseEnabled: release.enabled,
         releaseDelayMs: release.delayMs,
         ...(release.tombstoneMs !== undefined ? { tombstoneMs: release.tombstoneMs } : {}),
+        ...(table === undefined ? {} : { table }),
       });
       return { instanceId: listed.instance.id, instance: listed.instance, decision };
     });

@@ -28,6 +28,10 @@ export type SyncOutcome =
   | 'written'
   | 'in-sync'
   | 'stale'
+  /** The record was not reconciled with EC2 in this table yet (a restored item): nothing written. */
+  | 'unreconciled'
+  /** The CiliumNode counts in a newer table than ours: this deployment is superseded. */
+  | 'superseded'
   | 'refused-foreign'
   | 'refused-unpublishable'
   | 'no-record'
@@ -50,8 +54,12 @@ export interface SyncDependencies {
   readonly store: Pick<NodeRecordStore, 'get' | 'listPage'>;
   readonly ciliumNodes: CiliumNodePort;
   readonly log: Log;
-  /** The node table's name: the generation the record-version annotation counts in. */
-  readonly table?: string;
+  /**
+   * The node table's generation (`<table>@<creation time>`, read once per container with
+   * DescribeTable): what the record-version annotation counts in, and the stamp a record must
+   * carry to be published. Absent: versions are compared as they are (no table check).
+   */
+  readonly tableGeneration?: () => Promise<string>;
   /**
    * The stack is paused (the hand-over from cilium-operator, or the rollback to it): no CiliumNode
    * is written, so the allocator that serves the nodes meanwhile is never contradicted.
@@ -109,6 +117,7 @@ export async function syncNode(instanceId: string, deps: SyncDependencies): Prom
     );
   }
 
+  const table = await deps.tableGeneration?.();
   let nodeName = initial.nodeName;
   let ciliumNode: CiliumNode | undefined | typeof UNREAD = UNREAD;
   let writes = 0;
@@ -130,11 +139,26 @@ export async function syncNode(instanceId: string, deps: SyncDependencies): Prom
       record = undefined;
       continue;
     }
-    const step = planSyncStep(record, ciliumNode, deps.table);
+    const step = planSyncStep(record, ciliumNode, table);
     const summary = { ...base, recordVersion: record.version };
     switch (step.kind) {
       case 'none':
         if (step.reason === 'stale-record') return finish({ ...summary, outcome: 'stale' }, deps);
+        if (step.reason === 'unreconciled-record') {
+          deps.log.info('record not yet reconciled with EC2 in this table; waiting for the allocator', {
+            ...summary,
+            table,
+            reconciledInTable: record.reconciledInTable,
+          });
+          return finish({ ...summary, outcome: 'unreconciled' }, deps);
+        }
+        if (step.reason === 'newer-table') {
+          deps.log.warn('CiliumNode claimed from a newer node table; this deployment writes nothing', {
+            ...summary,
+            table,
+          });
+          return finish({ ...summary, outcome: 'superseded' }, deps);
+        }
         if (step.reason === 'record-retired') return finish({ ...summary, outcome: 'retired' }, deps);
         return finish({ ...summary, outcome: writes > 0 ? 'written' : 'in-sync' }, deps);
       case 'refuse':

@@ -1,5 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoNodeRecordStore } from '../aws/node-table.ts';
+import { tableGenerationOf } from '../aws/table-generation.ts';
 import type { Log } from '../core/ports.ts';
 import { KubernetesCiliumNodeApi } from '../k8s/ciliumnode-api.ts';
 import { buildKubeConfig, kubernetesConnectionFromEnv } from '../k8s/kube-config.ts';
@@ -33,7 +34,7 @@ export function buildSyncDependencies(
     ciliumNodes: new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' }),
     log,
     concurrency,
-    table: tableName,
+    tableGeneration: tableGenerationOf(dynamoDb, tableName),
     paused: environment.boolean('PAUSED', false),
   };
 }

@@ -17,13 +17,19 @@ afterAll(async () => {
 
 const NOW = 1_800_000_000_000;
 const recordOf = (node: { instanceId: string; nodeName: string }, overrides: Partial<NodeRecord> = {}) =>
-  nodeRecordFixture({ ...node, version: 1, enis: [eniFixture(0, 0), eniFixture(1, 3)], ...overrides });
+  nodeRecordFixture({
+    ...node,
+    version: 1,
+    enis: [eniFixture(0, 0), eniFixture(1, 3)],
+    reconciledInTable: env.table.tableName,
+    ...overrides,
+  });
 
 describe('npm run inspect', () => {
   it('shows the record, the lease, the last error and the CiliumNode side by side, read from the stores', async () => {
     const node = freshNode();
     await putRecord(env.table, recordOf(node));
-    await syncNode(node.instanceId, { ...env.deps, table: env.table.tableName });
+    await syncNode(node.instanceId, { ...env.deps, tableGeneration: async () => env.table.tableName });
     await putRecord(
       env.table,
       recordOf(node, {

@@ -17,8 +17,9 @@ import { FakeCiliumNodeServer, isWrite } from './support.ts';
  * it writes `ipam.cilium.io/ignore: "true"` and puts the mark back when it is gone.
  */
 
-const recordAt = (version: number): NodeRecord =>
-  nodeRecordFixture({ version, enis: [eniFixture(0, 0), eniFixture(1, 3)] });
+/** A record version the allocator reconciled with EC2 in `table` (its stamp names it). */
+const recordAt = (version: number, table = 'Nodes-A', ips = 3): NodeRecord =>
+  nodeRecordFixture({ version, reconciledInTable: table, enis: [eniFixture(0, 0), eniFixture(1, ips)] });
 
 /** Plans and applies until a no-op, checking invariant 1 at every version; the step kinds. */
 function converge(record: NodeRecord, server: FakeCiliumNodeServer, table: string): string[] {
@@ -36,9 +37,9 @@ function converge(record: NodeRecord, server: FakeCiliumNodeServer, table: strin
   throw new Error(`no convergence: ${kinds.join(', ')}`);
 }
 
-function publishedFrom(table: string, version: number): FakeCiliumNodeServer {
+function publishedFrom(table: string, version: number, ips = 3): FakeCiliumNodeServer {
   const server = new FakeCiliumNodeServer(undefined);
-  converge(recordAt(version), server, table);
+  converge(recordAt(version, table, ips), server, table);
   return server;
 }
 
@@ -63,7 +64,7 @@ describe('the table generation of the applied version', () => {
 
   it('adopts a node published from another table: a restored table starts its versions again', () => {
     const server = publishedFrom('Nodes-A', 40);
-    const restored = recordAt(2);
+    const restored = recordAt(2, 'Nodes-A-restored');
     expect(converge(restored, server, 'Nodes-A-restored').at(-1)).toBe('none:in-sync');
     const cn = server.get() as CiliumNode;
     expect(cn.metadata.annotations?.[RECORD_TABLE_ANNOTATION]).toBe('Nodes-A-restored');
@@ -95,5 +96,81 @@ describe('ipam.cilium.io/ignore', () => {
     expect(converge(recordAt(3), server, 'Nodes-A')).toEqual(['spec', 'none:in-sync']);
     expect(server.get()?.metadata.annotations?.[IPAM_IGNORE_ANNOTATION]).toBe('true');
     expect(server.get()?.spec).toEqual(before);
+  });
+});
+
+describe('a record reconciled with EC2 in another table (a point-in-time restore)', () => {
+  const OLD = 'Nodes@2026-01-01T00:00:00.000Z';
+  const RESTORED = 'Nodes-restored@2026-06-01T00:00:00.000Z';
+
+  it('is not published until the allocator has stamped it in this table, so no pool IP is dropped', () => {
+    const server = publishedFrom(OLD, 9, 5);
+    const poolBefore = server.get()?.spec?.ipam?.pool;
+    // The restore point's item: fewer IPs than EC2 (and the pool) have since, the old table's stamp.
+    const restored = recordAt(2, OLD, 3);
+    expect(planSyncStep(restored, server.get(), RESTORED)).toEqual({
+      kind: 'none',
+      reason: 'unreconciled-record',
+    });
+    expect(planSyncStep({ ...restored, reconciledInTable: undefined }, server.get(), RESTORED)).toEqual({
+      kind: 'none',
+      reason: 'unreconciled-record',
+    });
+    expect(server.get()?.spec?.ipam?.pool).toEqual(poolBefore);
+    // The allocator re-observed EC2 for the restored table: the record is complete and stamped.
+    const reconciled = recordAt(3, RESTORED, 5);
+    expect(converge(reconciled, server, RESTORED).at(-1)).toBe('none:in-sync');
+    expect(server.get()?.metadata.annotations?.[RECORD_TABLE_ANNOTATION]).toBe(RESTORED);
+    expect(Object.keys(server.get()?.spec?.ipam?.pool ?? {})).toEqual(Object.keys(poolBefore ?? {}));
+  });
+
+  it('is not used to create a CiliumNode either', () => {
+    expect(planSyncStep(recordAt(1, OLD), undefined, RESTORED)).toEqual({
+      kind: 'none',
+      reason: 'unreconciled-record',
+    });
+  });
+
+  it('tells a table re-created under the same name from the one it replaces', () => {
+    const recreated = 'Nodes@2026-03-01T00:00:00.000Z';
+    expect(planSyncStep(recordAt(2, OLD), publishedFrom(OLD, 9).get(), recreated)).toEqual({
+      kind: 'none',
+      reason: 'unreconciled-record',
+    });
+    const server = publishedFrom(OLD, 9);
+    expect(converge(recordAt(1, recreated), server, recreated).at(-1)).toBe('none:in-sync');
+    expect(appliedRecordVersion(server.get() as CiliumNode, recreated)).toBe(1);
+    expect(appliedRecordVersion(server.get() as CiliumNode, OLD)).toBeUndefined();
+  });
+});
+
+describe('the order of table generations (a sync of the old deployment still running)', () => {
+  const OLD = 'Nodes@2026-01-01T00:00:00.000Z';
+  const NEW = 'Nodes-restored@2026-06-01T00:00:00.000Z';
+
+  it('never lets a sync of an older table write over a CiliumNode a newer table has claimed', () => {
+    const server = publishedFrom(NEW, 2, 5);
+    const before = server.get();
+    // The old deployment's record: fewer IPs than the new deployment has handed out.
+    expect(planSyncStep(recordAt(40, OLD, 3), before, OLD)).toEqual({ kind: 'none', reason: 'newer-table' });
+    expect(server.get()).toEqual(before);
+  });
+
+  it('adopts from an older table, and from a bare name an earlier release wrote', () => {
+    const server = publishedFrom(OLD, 40);
+    expect(converge(recordAt(2, NEW), server, NEW).at(-1)).toBe('none:in-sync');
+    const legacy = publishedFrom('Nodes-other', 40);
+    expect(converge(recordAt(2, NEW), legacy, NEW).at(-1)).toBe('none:in-sync');
+    expect(legacy.get()?.metadata.annotations?.[RECORD_TABLE_ANNOTATION]).toBe(NEW);
+  });
+
+  it('counts a bare name of its own table as its own, and rewrites it with the creation time', () => {
+    const server = publishedFrom('Nodes', 5);
+    expect(planSyncStep(recordAt(4, OLD), server.get(), OLD)).toEqual({
+      kind: 'none',
+      reason: 'stale-record',
+    });
+    expect(converge(recordAt(5, OLD), server, OLD)).toEqual(['spec', 'none:in-sync']);
+    expect(server.get()?.metadata.annotations?.[RECORD_TABLE_ANNOTATION]).toBe(OLD);
   });
 });
