@@ -3,7 +3,13 @@ import type { NodeRecord } from '../../../functions/core/model.ts';
 import { syncNode } from '../../../functions/services/sync-node.ts';
 import { describeCiliumNode, describeRecord, inspectNode, parseInspectArgs } from '../../../infra/inspect.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
-import { freshNode, putRecord, type SyncTestEnvironment, startSyncEnvironment } from '../sync/support.ts';
+import {
+  freshNode,
+  putRecord,
+  type SyncTestEnvironment,
+  startSyncEnvironment,
+  tableGeneration,
+} from '../sync/support.ts';
 
 /** `npm run inspect`: one node's record, lease, last error and CiliumNode, read from the real stores. */
 
@@ -21,7 +27,6 @@ const recordOf = (node: { instanceId: string; nodeName: string }, overrides: Par
     ...node,
     version: 1,
     enis: [eniFixture(0, 0), eniFixture(1, 3)],
-    reconciledInTable: env.table.tableName,
     ...overrides,
   });
 
@@ -29,7 +34,7 @@ describe('npm run inspect', () => {
   it('shows the record, the lease, the last error and the CiliumNode side by side, read from the stores', async () => {
     const node = freshNode();
     await putRecord(env.table, recordOf(node));
-    await syncNode(node.instanceId, { ...env.deps, tableGeneration: async () => env.table.tableName });
+    await syncNode(node.instanceId, { ...env.deps, tableGeneration: () => tableGeneration(env.table) });
     await putRecord(
       env.table,
       recordOf(node, {
@@ -53,7 +58,7 @@ describe('npm run inspect', () => {
       expect(text).toMatch(/lease: held by req-7 for \d+ s more/);
       expect(text).toContain('last error: InsufficientFreeAddressesInSubnet: subnet full');
       expect(text).toContain(
-        `ciliumnode: ${node.nodeName}, record-version 1 (table ${env.table.tableName}), ipam.cilium.io/ignore=true`,
+        `ciliumnode: ${node.nodeName}, record-version 1 (table ${await tableGeneration(env.table)}), ipam.cilium.io/ignore=true`,
       );
       expect(text).toContain('pool 3 IPs, status 2 ENIs');
       expect(text).toContain(

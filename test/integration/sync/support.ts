@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import { tableGenerationOf } from '../../../functions/aws/table-generation.ts';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
 import { checkRightNode, checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
@@ -68,9 +69,29 @@ export async function startSyncEnvironment(table?: TestNodeTable): Promise<SyncT
   };
 }
 
-/** Stores `record` as the next version (conditional on the previous one, like every writer). */
+const generations = new Map<string, () => Promise<string>>();
+
+/** The table's generation as the functions read it (`<name>@<creation time>`, DescribeTable). */
+export function tableGeneration(table: TestNodeTable): Promise<string> {
+  let generation = generations.get(table.tableName);
+  if (generation === undefined) {
+    generation = tableGenerationOf(table.client, table.tableName);
+    generations.set(table.tableName, generation);
+  }
+  return generation();
+}
+
+/**
+ * Stores `record` as the next version (conditional on the previous one, like every writer),
+ * stamped as reconciled with EC2 in this table (as the allocator's writes are) unless it carries
+ * a stamp of its own.
+ */
 export async function putRecord(table: TestNodeTable, record: NodeRecord): Promise<void> {
-  await table.store.put(record, record.version === 1 ? undefined : record.version - 1);
+  const stamped =
+    record.reconciledInTable === undefined
+      ? { ...record, reconciledInTable: await tableGeneration(table) }
+      : record;
+  await table.store.put(stamped, record.version === 1 ? undefined : record.version - 1);
 }
 
 let instanceCounter = 0;

@@ -18,17 +18,23 @@ import {
   putRecord,
   type SyncTestEnvironment,
   startSyncEnvironment,
+  tableGeneration,
 } from './support.ts';
 
 /**
  * A point-in-time restore (or a redeploy after `cdk destroy`) gives the stack a NEW table whose
- * records start over at lower versions than the CiliumNodes already show. The sync, deployed
- * against the new table (`eni-ipam:existingTableName`), must adopt the nodes from it, not leave
- * them frozen at the old table's count.
+ * records start over at lower versions than the CiliumNodes already show, and whose items are as
+ * they were at the restore point: older than EC2, which may have assigned IPs since that pods now
+ * hold. The sync, deployed against the new table (`eni-ipam:existingTableName`), must adopt the
+ * nodes from it without ever dropping such an IP from `spec.ipam.pool`: it publishes a record only
+ * once the allocator has reconciled it with EC2 in the new table (the record's stamp names the new
+ * table), and a sync still running against the old table never writes over the new table's claim.
  */
 
 let original: TestNodeTable;
+let restored: TestNodeTable;
 let env: SyncTestEnvironment;
+const nodes = [freshNode(), freshNode()];
 
 async function importHandler(tableName: string): Promise<typeof syncHandler> {
   vi.resetModules();
@@ -43,8 +49,18 @@ async function importHandler(tableName: string): Promise<typeof syncHandler> {
 }
 
 /** The node's record at `version`, its second ENI holding `ips` secondary IPs. */
-const recordAt = (node: { instanceId: string; nodeName: string }, version: number, ips: number): NodeRecord =>
-  nodeRecordFixture({ ...node, version, enis: [eniFixture(0, 0), eniFixture(1, ips)] });
+const recordAt = (
+  node: { instanceId: string; nodeName: string },
+  version: number,
+  ips: number,
+  reconciledInTable?: string,
+): NodeRecord =>
+  nodeRecordFixture({
+    ...node,
+    version,
+    enis: [eniFixture(0, 0), eniFixture(1, ips)],
+    ...(reconciledInTable === undefined ? {} : { reconciledInTable }),
+  });
 
 /** What a restore does: the items as they were, copied into the new table as they are. */
 async function restoreInto(table: TestNodeTable, record: NodeRecord): Promise<void> {
@@ -59,53 +75,87 @@ async function restoreInto(table: TestNodeTable, record: NodeRecord): Promise<vo
   );
 }
 
+const poolOf = (name: string) =>
+  Object.keys((env.emulator.store.get(name) as CiliumNode | undefined)?.spec?.ipam?.pool ?? {}).sort();
+
 beforeAll(async () => {
   original = await createTestNodeTable();
   env = await startSyncEnvironment(original);
+  restored = await createTestNodeTable();
 });
 afterAll(async () => {
   await env.close();
 });
 
-describe('a table restored under a new name', () => {
-  it('keeps the nodes syncing from the restored records, on top of what the old table published', async () => {
-    const nodes = [freshNode(), freshNode()];
+describe('a table restored to a point in time, under a new name', () => {
+  it('keeps every IP of the pool (pods hold them) until the allocator has reconciled the restored record with EC2', async () => {
+    const oldGeneration = await tableGeneration(original);
+    const newGeneration = await tableGeneration(restored);
+    expect(newGeneration).toMatch(new RegExp(`^${restored.tableName}@\\d{4}-\\d\\d-\\d\\dT`));
     for (const node of nodes) {
       for (let version = 1; version <= 6; version++)
         await putRecord(original, recordAt(node, version, version));
     }
     const before = await (await importHandler(original.tableName))({ all: true });
     expect(before).toMatchObject({ failed: [] });
+    const published = new Map<string, string[]>();
     for (const node of nodes) {
       expect(env.emulator.store.get(node.nodeName)?.metadata.annotations).toMatchObject({
         [RECORD_VERSION_ANNOTATION]: '6',
-        [RECORD_TABLE_ANNOTATION]: original.tableName,
+        [RECORD_TABLE_ANNOTATION]: oldGeneration,
       });
+      published.set(node.nodeName, poolOf(node.nodeName));
+      expect(poolOf(node.nodeName)).toHaveLength(6);
     }
+    const versionsBefore = new Map(
+      nodes.map((node) => [node.nodeName, env.emulator.history(node.nodeName).length]),
+    );
 
-    // Restored to the time of version 2; then the allocator writes version 3 there.
-    const restored = await createTestNodeTable();
-    for (const node of nodes) {
-      await restoreInto(restored, recordAt(node, 2, 2));
-      await restored.store.put(recordAt(node, 3, 4), 2);
-    }
+    // Restored to the time of version 2 (2 IPs; EC2 and the pool have 6 since): the item keeps the
+    // old table's stamp. The sync from the new table waits.
+    for (const node of nodes) await restoreInto(restored, recordAt(node, 2, 2, oldGeneration));
+    const waiting = await (await importHandler(restored.tableName))({ all: true });
+    expect(waiting).toMatchObject({ nodes: 2, failed: [], writes: 0, outcomes: { unreconciled: 2 } });
+
+    // The allocator re-observes EC2 for the restored table (the sweep does so for every
+    // unreconciled node): version 3, stamped with the new table, holds all 6 IPs.
+    for (const node of nodes) await restored.store.put(recordAt(node, 3, 6, newGeneration), 2);
     const after = await (await importHandler(restored.tableName))({ all: true });
     expect(after).toMatchObject({ nodes: 2, failed: [], outcomes: { written: 2 } });
     for (const node of nodes) {
       const cn = env.emulator.store.get(node.nodeName) as CiliumNode | undefined;
       expect(cn?.metadata.annotations).toMatchObject({
         [RECORD_VERSION_ANNOTATION]: '3',
-        [RECORD_TABLE_ANNOTATION]: restored.tableName,
+        [RECORD_TABLE_ANNOTATION]: newGeneration,
       });
-      expect(cn?.spec?.ipam?.pool).toEqual(desiredPool(recordAt(node, 3, 4)));
+      expect(cn?.spec?.ipam?.pool).toEqual(desiredPool(recordAt(node, 3, 6)));
+      // Not one CiliumNode version since the restore lacks an IP the pool had: none was dropped.
+      for (const entry of env.emulator.history(node.nodeName).slice(versionsBefore.get(node.nodeName))) {
+        const pool = Object.keys((entry.object as unknown as CiliumNode).spec?.ipam?.pool ?? {});
+        expect(published.get(node.nodeName)?.filter((ip) => !pool.includes(ip))).toEqual([]);
+      }
       expectInvariantsAtEveryVersion(env.emulator, node.nodeName, node.instanceId);
     }
 
     // And it goes on: the next record version of the restored table is published too.
-    await restored.store.put(recordAt(nodes[0] as { instanceId: string; nodeName: string }, 4, 5), 3);
-    await (await importHandler(restored.tableName))({ instanceId: nodes[0]?.instanceId });
-    expect(
-      env.emulator.store.get(nodes[0]?.nodeName as string)?.metadata.annotations?.[RECORD_VERSION_ANNOTATION],
-    ).toBe('4');
+    const first = nodes[0] as { instanceId: string; nodeName: string };
+    await restored.store.put(recordAt(first, 4, 7, newGeneration), 3);
+    await (await importHandler(restored.tableName))({ instanceId: first.instanceId });
+    expect(env.emulator.store.get(first.nodeName)?.metadata.annotations?.[RECORD_VERSION_ANNOTATION]).toBe(
+      '4',
+    );
+  });
+
+  it('never lets a sync still running against the older table write over what the newer one published', async () => {
+    const first = nodes[0] as { instanceId: string; nodeName: string };
+    const historyBefore = env.emulator.history(first.nodeName).length;
+    const poolBefore = poolOf(first.nodeName);
+    // The old table's record (version 6, 6 IPs) lacks the IP the new deployment published since.
+    const old = await (await importHandler(original.tableName))({ instanceId: first.instanceId });
+    expect(old).toMatchObject({ outcome: 'superseded', writes: 0 });
+    const all = await (await importHandler(original.tableName))({ all: true });
+    expect(all).toMatchObject({ writes: 0, outcomes: { superseded: 2 } });
+    expect(env.emulator.history(first.nodeName)).toHaveLength(historyBefore);
+    expect(poolOf(first.nodeName)).toEqual(poolBefore);
   });
 });
