@@ -26,6 +26,10 @@
  *   MUT_BLIND_PUT     node-record writes without the version condition
  *   MUT_TABLE_BLIND   (RESTORE) the sync ignores the record-table annotation: it compares the new
  *                     table's versions with the old table's count and takes its records for stale
+ *   MUT_ADOPT_UNRECONCILED  (RESTORE) the sync publishes a record whose EC2 stamp names another
+ *                     table (a restored item, not yet reconciled with EC2 in the table it lives in)
+ *   MUT_TABLES_UNORDERED    (RESTORE) the sync of an older table writes over a CiliumNode a newer
+ *                     table's record has claimed (both take the other's annotation for foreign)
  */
 
 #ifndef AGENT
@@ -91,6 +95,7 @@ byte rFresh;         /* allocators whose read of the item is still its current v
 byte rLease;         /* 0, or the allocator process holding the mutation lease */
 bool rEni;           /* the ENI is recorded */
 byte rIps;           /* its recorded IPs */
+bool rStamp;         /* the table whose EC2 observation the content was reconciled in (reconciledInTable) */
 byte rMark[NI];
 bool leaseAlive;     /* the invocation that wrote the lease is still running */
 bool leaseExpired;   /* the lease's expiry time has passed (only after its holder is gone) */
@@ -99,7 +104,8 @@ bool leaseExpired;   /* the lease's expiry time has passed (only after its holde
 byte cFresh;         /* syncs whose read (or write response) is still the current resourceVersion */
 byte cOwner = ME;    /* spec.instance-id */
 byte cAnn;           /* the record-version annotation; 0: absent */
-bool cTab;           /* the record-table annotation: the table cAnn counts in (0 while cAnn is absent) */
+bool cTab;           /* the record-table annotation: the table generation cAnn counts in (0 while
+                        cAnn is absent); generations are ordered by creation: table 1 is newer */
 bool cStEni;         /* status.eni.enis has the ENI */
 byte cStIps;         /* ... with these addresses */
 byte cPool;          /* spec.ipam.pool (every entry's resource is the ENI) */
@@ -121,8 +127,8 @@ bool rTab;           /* the table the functions are deployed against; rVer.. abo
 bool xTab[2];        /* the table each sync reads: rTab when it starts, kept to its end */
 byte pubVerNew;      /* ghost: pubVer for the versions of table 1 */
 byte busy;           /* ghost: allocate and sweep invocations running (first read to end) */
-byte oVer; bool oEni; byte oIps, oMark0, oMark1;    /* table 0's item as the switch left it */
-bool bkAt; bool bkEni; byte bkIps, bkMark0, bkMark1; /* the item at the restore point (RESTORE=2) */
+byte oVer; bool oEni, oStamp; byte oIps, oMark0, oMark1;    /* table 0's item as the switch left it */
+bool bkAt, bkEni, bkStamp; byte bkIps, bkMark0, bkMark1;     /* the item at the restore point (RESTORE=2) */
 
 /* scratch for computations inside one step (not part of the state) */
 hidden int u, u1, n1, n2, n3, n4, n5, n6, n7;
@@ -203,18 +209,21 @@ inline demandTarget() {
 #define VERSION_MATCHES has(rFresh, me - 1)
 #endif
 
-#define RECORD_PUT(eni, ips, m0, m1, withLease, onConflict) \
+/* stamps: the writer observed EC2 for this table (allocateOnce), so the content is stamped with it
+   (reconciledInTable); every other writer keeps the stamp it read (nextNodeRecord) */
+#define RECORD_PUT(eni, ips, m0, m1, withLease, onConflict, stamps) \
     if \
     :: VERSION_MATCHES -> \
        /* no lost update: the new content keeps every recorded IP EC2 still has */ \
        CHECK(no_lost_update, ((rIps & eniIps) & ~(ips)) == 0); \
        rVer = rVer + 1; realVer++; rEni = eni; rIps = ips; rMark[0] = m0; rMark[1] = m1; \
+       if :: stamps -> rStamp = rTab :: else fi; \
        if :: withLease -> rLease = me; leaseAlive = true; mine = true \
           :: else -> rLease = 0; leaseAlive = false; mine = false fi; \
        leaseExpired = false; \
        rFresh = bit(me - 1);   /* the writer goes on from the version it wrote */ \
        renumber(); \
-       printf("  allocator %d writes record v%d: eni=%d ips=%d marks=%d,%d lease=%d\n", me, realVer, rEni, rIps, rMark[0], rMark[1], rLease) \
+       printf("  allocator %d writes record v%d: eni=%d ips=%d marks=%d,%d lease=%d stamp=table %d\n", me, realVer, rEni, rIps, rMark[0], rMark[1], rLease, rStamp) \
     :: else -> printf("  allocator %d: record write fails its version condition\n", me); onConflict \
     fi
 
@@ -285,7 +294,7 @@ inline allocateInvocation() {
   :: aEni && count(aIps) >= aTarget -> break   /* [allocate-plan] nothing needed */
   :: else ->
      /* [allocate-claim] / [allocate-progress] the lease, conditional on the version read */
-     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished));
+     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished, true));
      if
      :: !aEni ->
         /* [allocate-adopt] an ENI created for this instance but never attached, else
@@ -321,10 +330,11 @@ inline allocateInvocation() {
   if
   :: mine ->
      /* [allocate-release-lease] record what EC2 confirmed and give the lease back */
-     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, false, skip))
+     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, false, skip, true))
   :: else ->
-     /* [allocate-record] nothing to do in EC2: write only if the record differs from EC2 */
-     STEP(if :: aEni != rEni || aIps != rIps -> RECORD_PUT(aEni, aIps, aMark0, aMark1, false, skip) :: else fi)
+     /* [allocate-record] nothing to do in EC2: write only if the record differs from EC2, or
+        [allocate-stamp] was not reconciled with EC2 in this table (a restored item) */
+     STEP(if :: aEni != rEni || aIps != rIps || rStamp != rTab -> RECORD_PUT(aEni, aIps, aMark0, aMark1, false, skip, true) :: else fi)
   fi
 }
 
@@ -408,10 +418,10 @@ inline releaseInvocation() {
   :: nMark0 == aMark0 && nMark1 == aMark1 && unassign == 0 -> skip   /* nothing to do */
   :: unassign == 0 && (nMark0 != aMark0 || nMark1 != aMark1) ->
      /* [release-update-marks] one conditional write, no EC2 call */
-     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip))
+     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip, false))
   :: unassign != 0 ->
      /* [release-claim] the lease, conditional on the version read */
-     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished));
+     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished, false));
      /* [release-unassign] UnassignPrivateIpAddresses */
      STEP(
        CHECK(in_use_kept, (holds & unassign) == 0 && (cUsed & unassign) == 0);
@@ -421,7 +431,7 @@ inline releaseInvocation() {
        observable()
      );
      /* [release-record] what EC2 confirmed, the marks, the lease given back */
-     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip))
+     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip, false))
   fi
 }
 
@@ -454,10 +464,10 @@ inline releaseCidrsInvocation() {
   :: nMark0 == aMark0 && nMark1 == aMark1 && unassign == 0 -> skip
   :: unassign == 0 && (nMark0 != aMark0 || nMark1 != aMark1) ->
      /* [cidr-release-update] the entries only: one conditional write */
-     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip))
+     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip, false))
   :: unassign != 0 ->
      /* [cidr-release-claim] */
-     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished));
+     STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished, false));
      /* [cidr-release-recheck] a fresh CiliumNode read right before the call */
      READ(
        if
@@ -478,7 +488,7 @@ inline releaseCidrsInvocation() {
        observable()
      );
      /* [cidr-release-record] what EC2 confirmed, the tombstones, the lease given back */
-     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip))
+     STEP(RECORD_PUT(aEni, aIps, nMark0, nMark1, false, skip, false))
   fi
 }
 
@@ -557,6 +567,22 @@ end_idle:
  * claims the node afresh from its own table's record. MUT_TABLE_BLIND compares the numbers across tables, where the
  * original table's count is ahead of the new one's (restored versions, or versions started over).
  */
+/*
+ * [sync-reconciled-check] planSyncStep publishes a record only once the allocator has reconciled it
+ * with EC2 in the sync's own table (its stamp names that table); a restored item still carries the
+ * old table's stamp and waits. [sync-table-order] Table generations are ordered by creation time:
+ * a sync never writes over a CiliumNode whose annotation names a newer table than its own.
+ */
+#if defined(RESTORE) && !defined(MUT_ADOPT_UNRECONCILED)
+#define UNRECONCILED (xStamp != xTab[id])
+#else
+#define UNRECONCILED false
+#endif
+#if defined(RESTORE) && !defined(MUT_TABLES_UNORDERED)
+#define SUPERSEDED (S_Ann != 0 && cTab > xTab[id])
+#else
+#define SUPERSEDED false
+#endif
 #if defined(RESTORE) && defined(MUT_TABLE_BLIND)
 #define APPLIED_IS(v) (S_Ann != 0 && cTab == xTab[id] && S_Ann == (v))
 #define APPLIED_ABOVE(v) (S_Ann != 0 && ((cTab == xTab[id] && S_Ann > (v)) || cTab < xTab[id]))
@@ -570,7 +596,8 @@ end_idle:
 
 /*
  * planSyncStep over (the record read, the CiliumNode read) into step/t*: 0 in sync, 1 spec-claim,
- * 2 status, 3 spec, 4 stale record, 5 foreign CiliumNode.
+ * 2 status, 3 spec, 4 stale record, 5 foreign CiliumNode, 6 record not reconciled with EC2 in the
+ * sync's table, 7 the CiliumNode claimed by a newer table.
  */
 inline planSync() {
   withheld = WITHHELD(xMark0, xMark1);
@@ -582,8 +609,10 @@ inline planSync() {
   claimed = APPLIED_IS(xVer[id]);
   tPool = 0; tStEni = false; tStIps = 0; tRel0 = 0; tRel1 = 0;
   if
-  :: cOwner != ME -> step = 5   /* spec.instance-id never changes: read with the CiliumNode */
-  :: cOwner == ME && APPLIED_ABOVE(xVer[id]) -> step = 4
+  :: UNRECONCILED -> step = 6   /* [sync-reconciled-check] wait for the allocator (planSyncStep) */
+  :: !UNRECONCILED && cOwner != ME -> step = 5   /* spec.instance-id never changes: read with the CiliumNode */
+  :: !UNRECONCILED && cOwner == ME && SUPERSEDED -> step = 7   /* [sync-table-order] */
+  :: !UNRECONCILED && cOwner == ME && !SUPERSEDED && APPLIED_ABOVE(xVer[id]) -> step = 4
   :: else ->
 #if AGENT == 19
      REL_TARGET(xMark0, S_Rel0, tRel0);
@@ -645,7 +674,7 @@ inline planSync() {
 #define SYNC_ENDS \
     xTab[id] = rTab; \
     if \
-    :: rTab && xTab[0] && xTab[1] -> oVer = 0; oEni = false; oIps = 0; oMark0 = 0; oMark1 = 0; realOld = 0 \
+    :: rTab && xTab[0] && xTab[1] -> oVer = 0; oEni = false; oStamp = false; oIps = 0; oMark0 = 0; oMark1 = 0; realOld = 0 \
     :: else \
     fi
 #else
@@ -668,7 +697,7 @@ proctype Sync(byte id) {
   byte sStIps, sPool, sRel0, sRel1;
   bool sStEni;
   byte xIps, xMark0, xMark1;
-  bool xEni, done;
+  bool xEni, xStamp, done;
 end_idle:
   do
   :: rVer > 0 ->   /* [sync-initial-read] syncNode: no record, nothing to publish */
@@ -685,12 +714,14 @@ end_idle:
         READ(
           if
           :: xTab[id] == rTab -> xVer[id] = rVer; xEni = rEni; xIps = rIps; xMark0 = rMark[0]; xMark1 = rMark[1];
+             xStamp = rStamp;
              realRead[id] = realVer
           :: else -> xVer[id] = oVer; xEni = oEni; xIps = oIps; xMark0 = oMark0; xMark1 = oMark1;
+             xStamp = oStamp;
              realRead[id] = realOld   /* a sync of the deployment before the switch */
           fi;
           renumber();
-          printf("  sync %d reads record v%d of table %d: eni=%d ips=%d marks=%d,%d\n", id, realRead[id], xTab[id], xEni, xIps, xMark0, xMark1);
+          printf("  sync %d reads record v%d of table %d: eni=%d ips=%d marks=%d,%d stamp=table %d\n", id, realRead[id], xTab[id], xEni, xIps, xMark0, xMark1, xStamp);
           if :: xVer[id] == 0 -> goto no_record :: else fi   /* a new, empty table: nothing to publish */
         );
         do
@@ -701,7 +732,7 @@ end_idle:
              :: RV_MATCHES ->
                 planSync();
                 if
-                :: step == 0 || step == 4 || step == 5 -> done = true   /* in sync, stale, refused */
+                :: step == 0 || step >= 4 -> done = true   /* in sync, stale, refused, waiting, superseded */
                 :: else
                 fi
              :: else
@@ -737,7 +768,7 @@ crashed:
 no_record:
      atomic {
        cFresh = cFresh & ~bit(id); sAnn[id] = 0; sStEni = false; sStIps = 0; sPool = 0;
-       sRel0 = 0; sRel1 = 0; xVer[id] = 0; xEni = false; xIps = 0; xMark0 = 0; xMark1 = 0;
+       sRel0 = 0; sRel1 = 0; xVer[id] = 0; xEni = false; xIps = 0; xMark0 = 0; xMark1 = 0; xStamp = false;
        done = false;
        SYNC_ENDS;
        renumber()
@@ -752,6 +783,9 @@ no_record:
  * table (the allocator records the node afresh from EC2); RESTORE=2: a point-in-time restore,
  * holding the item as it was at [restore-point], any earlier moment. The CiliumNode keeps what the
  * old table's versions put there, annotated with the old table's name.
+ * The restored item keeps its stamp (rStamp: the old table), so no sync publishes it before an
+ * allocator has reconciled it with EC2 in the new table ([sync-reconciled-check]); table 1 is
+ * created after table 0, so a sync of table 0 never writes over table 1's claim ([sync-table-order]).
  * Assumptions: the switch lands while no allocate or sweep invocation of the old deployment runs (a
  * lease counts only in its own table; their overlap is not modelled) and, unless OLD_SYNCS, while
  * no sync of the old deployment has read its table; with OLD_SYNCS such syncs go on with the old
@@ -766,21 +800,22 @@ no_record:
 proctype Restore() {
 #if RESTORE == 2
   /* [restore-point] the moment restored to */
-  READ(bkAt = (rVer > 0); bkEni = rEni; bkIps = rIps; bkMark0 = rMark[0]; bkMark1 = rMark[1]; realBk = realVer;
+  READ(bkAt = (rVer > 0); bkEni = rEni; bkStamp = rStamp; bkIps = rIps; bkMark0 = rMark[0]; bkMark1 = rMark[1]; realBk = realVer;
        printf("restore point: record v%d (eni=%d ips=%d marks=%d,%d)\n", realVer, rEni, rIps, rMark[0], rMark[1]));
 #endif
   atomic {
     busy == 0 && SWITCH_WAITS_FOR_SYNCS ->
     if
     :: xVer[0] != 0 || xVer[1] != 0 ->   /* a sync of the old deployment is still running */
-       oVer = rVer; oEni = rEni; oIps = rIps; oMark0 = rMark[0]; oMark1 = rMark[1]; realOld = realVer
+       oVer = rVer; oEni = rEni; oStamp = rStamp; oIps = rIps; oMark0 = rMark[0]; oMark1 = rMark[1]; realOld = realVer
     :: else
     fi;
     xTab[0] = (xVer[0] == 0); xTab[1] = (xVer[1] == 0);   /* those yet to read go to the new table */
-    rTab = 1; rVer = (bkAt -> 1 : 0); rEni = bkEni; rIps = bkIps; rMark[0] = bkMark0; rMark[1] = bkMark1;
+    /* a restored item keeps the stamp it had: the old table's */
+    rTab = 1; rVer = (bkAt -> 1 : 0); rEni = bkEni; rStamp = bkStamp; rIps = bkIps; rMark[0] = bkMark0; rMark[1] = bkMark1;
     rLease = 0; leaseAlive = false; leaseExpired = false; rFresh = 0;
     realVer = (bkAt -> realBk : 0);
-    bkAt = false; bkEni = false; bkIps = 0; bkMark0 = 0; bkMark1 = 0; realBk = 0;
+    bkAt = false; bkEni = false; bkStamp = false; bkIps = 0; bkMark0 = 0; bkMark1 = 0; realBk = 0;
     renumber();
     printf("THE TABLE IS REPLACED: the functions now use table 1, holding record v%d (eni=%d ips=%d marks=%d,%d)\n", realVer, rEni, rIps, rMark[0], rMark[1])
   }

@@ -104,10 +104,17 @@ const CONFIGURATIONS: readonly Configuration[] = [
     properties: COMMON,
   },
   {
-    name: 'table-replaced',
+    name: 'table-restored',
     description:
-      'the node table replaced by a new, empty one at any moment between invocations (its versions start over below the count the CiliumNode shows): 1.19 CRD agent, 1 allocate invocation (also the sweep), 2 syncs, 1 agent, 1 crash, 2 pod starts/stops',
-    defines: ['AGENT=19', 'RESTORE=1', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+      'the node table replaced at any moment between invocations by a point-in-time restore (the item as it was at any earlier moment, stamped with the old table; or no item, when the restore point precedes it, which is the new, empty table): 1.19 CRD agent, 1 allocate invocation (also the sweep), 2 syncs, 1 agent, 1 crash, 2 pod starts/stops',
+    defines: ['AGENT=19', 'RESTORE=2', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: COMMON,
+  },
+  {
+    name: 'table-replaced-old-syncs',
+    description:
+      "the node table replaced by a new one while a sync of the old deployment still runs, reading the old table, next to the new deployment's: 1.19 CRD agent, 1 allocate invocation (also the sweep), 2 syncs, 1 agent, 1 crash or agent restart, 2 pod starts/stops",
+    defines: ['AGENT=19', 'RESTORE=1', 'OLD_SYNCS', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
     properties: COMMON,
   },
   {
@@ -181,17 +188,25 @@ const MUTATIONS: readonly Mutation[] = [
     liveness: true,
   },
   {
-    name: 'point-in-time-restore',
+    name: 'adopt-unreconciled-record',
     description:
-      'not a mutation: the current sync after a point-in-time restore (RESTORE=2). The restored record is older than EC2 and the CiliumNode; the sync adopts it before any allocator has re-read EC2 into it, and its claim drops from spec.ipam.pool an IP a pod holds (the allocator adds it back later). Safe only if the allocator re-records every node from EC2 before the first sync from the restored table',
-    defines: ['AGENT=19', 'RESTORE=2', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=2'],
+      'the sync before records carried their EC2 stamp: after a point-in-time restore (RESTORE=2) it adopts the restored record, older than EC2 and the CiliumNode, before any allocator has reconciled it with EC2 in the new table, and its claim drops from spec.ipam.pool an IP a pod holds',
+    defines: ['MUT_ADOPT_UNRECONCILED', 'AGENT=19', 'RESTORE=2', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=2'],
     expect: 'in_use_kept',
   },
   {
-    name: 'sync-of-the-old-deployment',
+    name: 'unordered-table-generations',
     description:
-      "not a mutation: a sync invocation of the deployment before the table switch still running next to the new deployment's (OLD_SYNCS). Each takes the other's annotation for another table's and claims the node afresh, so the old one publishes the old table's record and drops from spec.ipam.pool an IP a pod got from the new one. Safe only if the old deployment's syncs have ended before the new ones start",
-    defines: ['AGENT=19', 'RESTORE=1', 'OLD_SYNCS', 'ALLOCATORS=1', 'MAXFAULTS=0', 'PODOPS=2'],
+      "table generations without an order (the bare table name): a sync of the deployment before the table switch still running next to the new deployment's (OLD_SYNCS) takes the new table's annotation for another table's and claims the node back with the old table's record, dropping from spec.ipam.pool an IP a pod got from the new one",
+    defines: [
+      'MUT_TABLES_UNORDERED',
+      'AGENT=19',
+      'RESTORE=1',
+      'OLD_SYNCS',
+      'ALLOCATORS=1',
+      'MAXFAULTS=0',
+      'PODOPS=2',
+    ],
     expect: 'in_use_kept',
   },
   {
