@@ -107,3 +107,10 @@ function stringMap(value: unknown): Tags | undefined {
     Object.entries(value).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
   );
 }
+
+/** The CiliumNode only when it belongs to this instance (a foreign one is never trusted). */
+export function trustedCiliumNode(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
+  if (!node) return undefined;
+  const owner = instanceIdOfCiliumNode(node);
+  return owner === undefined || owner === instanceId ? node : undefined;
+}

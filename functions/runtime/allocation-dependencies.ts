@@ -11,7 +11,7 @@ import { buildKubeConfig, kubernetesConnectionFromEnv } from '../k8s/kube-config
 import type { AllocationDependencies, AllocationSettings } from '../services/allocate-node.ts';
 import type { LifecycleDependencies } from '../services/node-lifecycle.ts';
 import { preAgentKnobsForInvocation } from '../services/pre-agent-knobs.ts';
-import type { ReleaseSettings } from '../services/release-excess.ts';
+import type { ReleaseSettings } from '../services/release-record.ts';
 import { Environment, isStringMap, readDefaultKnobs } from './environment.ts';
 import type { createLog } from './logger.ts';
 

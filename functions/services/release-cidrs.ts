@@ -9,13 +9,12 @@ import {
   unassignmentStillWanted,
   withoutTombstoned,
 } from '../core/cidr-release-plan.ts';
-import type { CiliumNode } from '../core/ciliumnode.ts';
 import { VersionConflictError } from '../core/errors.ts';
-import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
-import type { CidrRelease, EniState, InstanceView, NodeRecord } from '../core/model.ts';
+import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
+import type { CidrRelease, InstanceView, NodeRecord } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
 import { enisAfterUnassign } from '../core/release-plan.ts';
-import { contentOf, type ReleaseDependencies, trustedCiliumNode } from './release-excess.ts';
+import { contentOf, type ReleaseDependencies } from './release-record.ts';
 
 /**
  * Release for one multi-pool (1.20) node: observe (EC2, the record, the CiliumNode), plan with

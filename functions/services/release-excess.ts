@@ -1,15 +1,9 @@
-import type { CiliumNode } from '../core/ciliumnode.ts';
 import { isClusterMember } from '../core/cluster-membership.ts';
 import { VersionConflictError } from '../core/errors.ts';
 import { expandCidr } from '../core/ip-math.ts';
-import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
-import type { EniState, ExcessMark, InstanceView, NodeRecord } from '../core/model.ts';
-import {
-  isLeasedByOther,
-  mergeObservedEnis,
-  type NodeRecordContent,
-  nextNodeRecord,
-} from '../core/node-record.ts';
+import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
+import type { ExcessMark, NodeRecord } from '../core/model.ts';
+import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
 import {
   enisAfterUnassign,
   isMultiPoolNode,
@@ -18,8 +12,8 @@ import {
   type ReleasePlan,
   type Unassignment,
 } from '../core/release-plan.ts';
-import type { AllocationDependencies } from './allocate-node.ts';
 import { releaseMultiPoolCidrs } from './release-cidrs.ts';
+import { contentOf, type ReleaseDependencies } from './release-record.ts';
 
 /**
  * Excess-IP release for one node: observe (EC2, the record, the CiliumNode), plan the handshake
@@ -31,18 +25,6 @@ import { releaseMultiPoolCidrs } from './release-cidrs.ts';
  * (`gone-from-ec2`), and UnassignPrivateIpAddresses skips what is already gone, so nothing is lost
  * or released twice.
  */
-
-/** cilium-operator's `--aws-release-excess-ips` and `--excess-ip-release-delay`. */
-export interface ReleaseSettings {
-  readonly enabled: boolean;
-  readonly delayMs: number;
-  /** How long a CIDR released from a multi-pool node is tombstoned; default `tombstoneDurationMs`. */
-  readonly tombstoneMs?: number;
-}
-
-export interface ReleaseDependencies extends AllocationDependencies {
-  readonly release: ReleaseSettings;
-}
 
 export type ReleaseOutcome =
   | {
@@ -195,47 +177,10 @@ async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promi
   return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps, changes };
 }
 
-/**
- * The record content this writer produces: the ENIs as observed and released, everything the
- * allocator owns (knobs, prefix-delegation mode, last error, node name, VPC) kept as recorded.
- */
-export function contentOf(
-  record: NodeRecord,
-  instance: InstanceView,
-  enis: readonly EniState[],
-  lease: boolean,
-  deps: ReleaseDependencies,
-): NodeRecordContent {
-  return {
-    instance,
-    nodeName: record.nodeName,
-    vpc: record.vpc,
-    enis,
-    knobs: record.knobs,
-    prefixDelegation: record.prefixDelegation,
-    ...(record.lastError ? { lastError: record.lastError } : {}),
-    ...(lease
-      ? {
-          lease: {
-            holder: deps.invocationId,
-            expiresAtEpochMs: deps.clock() + deps.settings.leaseDurationMs,
-          },
-        }
-      : {}),
-  };
-}
-
 /** The record with its `excessMarks` replaced (the field is left out when there are none). */
 function withMarks(record: NodeRecord, marks: Readonly<Record<string, ExcessMark>>): NodeRecord {
   const { excessMarks: _replaced, ...rest } = record;
   return Object.keys(marks).length > 0 ? { ...rest, excessMarks: marks } : rest;
-}
-
-/** The CiliumNode only when it belongs to this instance (a foreign one is never trusted). */
-export function trustedCiliumNode(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
-  if (!node) return undefined;
-  const owner = instanceIdOfCiliumNode(node);
-  return owner === undefined || owner === instanceId ? node : undefined;
 }
 
 function countChanges(plan: ReleasePlan): Record<string, number> {

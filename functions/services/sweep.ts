@@ -1,13 +1,13 @@
 import { type AgentProtocol, agentProtocolOf } from '../core/agent-protocol.ts';
-import type { CiliumNode } from '../core/ciliumnode.ts';
 import { clusterTagKey, nodeNameFor } from '../core/cluster-membership.ts';
 import { forEachWithConcurrency } from '../core/concurrency.ts';
-import { instanceIdOfCiliumNode } from '../core/knobs.ts';
+import { trustedCiliumNode } from '../core/knobs.ts';
 import type { InstanceLimits } from '../core/model.ts';
 import { decideNodeSweep, type NodeSweepDecision, recordsMissingFromCluster } from '../core/sweep-plan.ts';
 import { type AllocationDependencies, allocateNode } from './allocate-node.ts';
 import { allRecords, type LifecycleDependencies, retireNode } from './node-lifecycle.ts';
-import { type ReleaseSettings, releaseExcess } from './release-excess.ts';
+import { releaseExcess } from './release-excess.ts';
+import type { ReleaseSettings } from './release-record.ts';
 
 /**
  * The scheduled sweep. EC2 events are best effort, so every minute it compares the whole cluster
@@ -162,13 +162,6 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
   };
   log.info('sweep finished', { ...summary });
   return summary;
-}
-
-/** The CiliumNode only when it belongs to this instance (a foreign one is never trusted). */
-function trustedCiliumNode(node: CiliumNode | undefined, instanceId: string): CiliumNode | undefined {
-  if (!node) return undefined;
-  const owner = instanceIdOfCiliumNode(node);
-  return owner === undefined || owner === instanceId ? node : undefined;
 }
 
 async function limitsOf(
