@@ -24,6 +24,7 @@ import {
   UnassignPrivateIpAddressesCommand,
 } from '@aws-sdk/client-ec2';
 import { ConfigurationError, InvalidInputError } from '../core/errors.ts';
+import { ADDRESSES_PER_IPV4_PREFIX } from '../core/ip-math.ts';
 import type {
   EniState,
   InstanceLimits,
@@ -44,6 +45,8 @@ import {
   Ec2Error,
   isAddressNotAssigned,
   isNotFound,
+  isPrefixCapacity,
+  isSubnetFull,
   isUnknownInstanceType,
   toEc2Error,
 } from './ec2-errors.ts';
@@ -90,6 +93,12 @@ export interface Ec2NetworkAdapterOptions {
   readonly describePageSize?: number;
   /** How long a VPC's CIDRs and route tables are remembered. Default 60 s; 0 asks EC2 every time. */
   readonly vpcCacheTtlMs?: number;
+  /**
+   * How long an AZ's subnet listing is remembered (`describeSubnets`). Default 60 s; 0 asks EC2
+   * every time. Its free counts are kept current with what this container takes, and the listing
+   * is dropped whenever EC2 refuses an address for lack of room.
+   */
+  readonly subnetCacheTtlMs?: number;
   /** Clock for the VPC cache; default the system clock. */
   readonly nowMs?: () => number;
 }
@@ -116,6 +125,11 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   private readonly vpcs = new Map<string, { vpc: VpcView; expiresAtMs: number }>();
   private readonly routeTables = new Map<string, { routeTables: RouteTable[]; expiresAtMs: number }>();
   private readonly vpcCacheTtlMs: number;
+  private readonly subnetCacheTtlMs: number;
+  /** Per VPC and AZ: the listing (free counts kept current by `takeAddresses`) and its expiry. */
+  private readonly subnetListings = new Map<string, { subnets: SubnetView[]; expiresAtMs: number }>();
+  /** ENI id to subnet id, from every ENI this container described or created. */
+  private readonly subnetOfEni = new Map<string, string>();
   private readonly nowMs: () => number;
 
   constructor(
@@ -126,6 +140,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     this.clusterName = options.clusterName;
     this.extraTags = options.extraTags ?? {};
     this.vpcCacheTtlMs = options.vpcCacheTtlMs ?? 60_000;
+    this.subnetCacheTtlMs = options.subnetCacheTtlMs ?? 60_000;
     this.nowMs = options.nowMs ?? Date.now;
   }
 
@@ -170,6 +185,9 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
       );
     }
     const subnetCidrs = await this.subnetCidrsById(interfaces.map((eni) => eni.SubnetId ?? ''));
+    for (const eni of interfaces) {
+      if (eni.NetworkInterfaceId && eni.SubnetId) this.subnetOfEni.set(eni.NetworkInterfaceId, eni.SubnetId);
+    }
     return interfaces
       .map((eni) => toEniState(eni, subnetCidrs, this.clusterName))
       .sort((left, right) => left.deviceIndex - right.deviceIndex);
@@ -243,7 +261,42 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     return routeTables;
   }
 
+  /**
+   * Remembered for `subnetCacheTtlMs` per VPC and AZ, so a burst of nodes spends one Describe per
+   * container rather than one per node. The free counts are a planning hint kept current with what
+   * this container takes; EC2 decides atomically at each create or assign, and a refusal for lack
+   * of room drops every listing, so the next plan is made from a fresh one. Callers get copies.
+   */
   async describeSubnets(vpcId: string, availabilityZone: string): Promise<SubnetView[]> {
+    const key = `${vpcId}/${availabilityZone}`;
+    const cached = this.subnetListings.get(key);
+    if (cached && cached.expiresAtMs > this.nowMs()) return cached.subnets.map((subnet) => ({ ...subnet }));
+    const subnets = await this.describeSubnetsUncached(vpcId, availabilityZone);
+    this.subnetListings.set(key, { subnets, expiresAtMs: this.nowMs() + this.subnetCacheTtlMs });
+    return subnets.map((subnet) => ({ ...subnet }));
+  }
+
+  /** Lowers the remembered free count of a subnet by addresses this container just took. */
+  private takeAddresses(subnetId: string | undefined, addresses: number): void {
+    for (const listing of this.subnetListings.values()) {
+      const index = listing.subnets.findIndex((subnet) => subnet.id === subnetId);
+      const subnet = listing.subnets[index];
+      if (subnet) {
+        listing.subnets[index] = {
+          ...subnet,
+          availableAddresses: Math.max(subnet.availableAddresses - addresses, 0),
+        };
+      }
+    }
+  }
+
+  /** EC2 refused for lack of room: forget every listing so the next plan reads fresh counts. */
+  private forgetSubnetsOnRefusal(error: unknown): never {
+    if (isSubnetFull(error) || isPrefixCapacity(error)) this.subnetListings.clear();
+    throw error;
+  }
+
+  private async describeSubnetsUncached(vpcId: string, availabilityZone: string): Promise<SubnetView[]> {
     const [subnets, routeTables] = await Promise.all([
       this.paginate((NextToken) =>
         this.client
@@ -327,11 +380,17 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
           ClientToken: request.clientToken,
         }),
       ),
-    );
+    ).catch((error: unknown) => this.forgetSubnetsOnRefusal(error));
     if (!output.NetworkInterface?.NetworkInterfaceId) {
       throw new Ec2Error('InvalidResponse', 'CreateNetworkInterface answered without a network interface');
     }
-    return toDetachedEni(output.NetworkInterface);
+    const eni = toDetachedEni(output.NetworkInterface);
+    this.subnetOfEni.set(eni.id, request.subnetId);
+    this.takeAddresses(
+      request.subnetId,
+      1 + eni.secondaryIps.length + eni.prefixes.length * ADDRESSES_PER_IPV4_PREFIX,
+    );
+    return eni;
   }
 
   async attachEni(eniId: string, instanceId: string, deviceIndex: number): Promise<string> {
@@ -382,11 +441,16 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
           ...(request.prefixCount ? { Ipv4PrefixCount: request.prefixCount } : {}),
         }),
       ),
-    );
-    return {
+    ).catch((error: unknown) => this.forgetSubnetsOnRefusal(error));
+    const assigned = {
       ips: definedStrings(output.AssignedPrivateIpAddresses?.map((assigned) => assigned.PrivateIpAddress)),
       prefixes: definedStrings(output.AssignedIpv4Prefixes?.map((assigned) => assigned.Ipv4Prefix)),
     };
+    this.takeAddresses(
+      this.subnetOfEni.get(eniId),
+      assigned.ips.length + assigned.prefixes.length * ADDRESSES_PER_IPV4_PREFIX,
+    );
+    return assigned;
   }
 
   async unassignIps(eniId: string, addresses: AssignedAddresses): Promise<void> {

@@ -12,6 +12,7 @@ import type { AllocationDependencies, AllocationSettings } from '../services/all
 import type { LifecycleDependencies } from '../services/node-lifecycle.ts';
 import { preAgentKnobsForInvocation } from '../services/pre-agent-knobs.ts';
 import type { ReleaseSettings } from '../services/release-record.ts';
+import { syncNode } from '../services/sync-node.ts';
 import { Environment, isStringMap, readDefaultKnobs } from './environment.ts';
 import type { createLog } from './logger.ts';
 
@@ -79,10 +80,13 @@ export function buildAllocationDependencies(
     stackDefaults: settings.defaultKnobs,
     agentReadsNodeKeys: agentReadsNodeKeys(environment.optionalString('CILIUM_VERSION')),
   };
+  const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' });
   return {
     store,
     ec2,
-    ciliumNodes: new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' }),
+    ciliumNodes,
+    publish: (record, ciliumNode) =>
+      syncNode(record.instanceId, { store, ciliumNodes, log }, { record, ciliumNode }),
     settings,
     clock: Date.now,
     log,

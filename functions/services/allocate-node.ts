@@ -11,6 +11,7 @@ import { retryWhileNotFound, type Sleep } from '../aws/ec2-retry.ts';
 import { ENI_TAG_KEYS, isOurs, tagsForNewEni } from '../aws/eni-tags.ts';
 import { type AgentDemand, agentDemandOf } from '../core/agent-protocol.ts';
 import { type AllocationPlan, computePoolDemand, planAllocation } from '../core/allocation-plan.ts';
+import type { CiliumNode } from '../core/ciliumnode.ts';
 import { tombstonedCidrs, withoutTombstoned } from '../core/cidr-release-plan.ts';
 import { eniClientToken } from '../core/client-token.ts';
 import { isClusterMember, nodeNameFor } from '../core/cluster-membership.ts';
@@ -101,6 +102,13 @@ export interface AllocationDependencies {
    * written (the recorded one is kept).
    */
   readonly tableGeneration?: () => Promise<string>;
+  /**
+   * Publishes a record version this invocation wrote to the CiliumNode, starting from the
+   * CiliumNode the observation read (a `syncNode` with a `SyncStart`): the new addresses are usable
+   * without waiting for the stream's sync, which stays the guarantee (it then finds nothing to do).
+   * Absent: only the stream's sync publishes. A failure is logged, never thrown.
+   */
+  readonly publish?: (record: NodeRecord, ciliumNode: CiliumNode | undefined) => Promise<unknown>;
 }
 
 export type AllocationOutcome =
@@ -193,6 +201,15 @@ interface Observation {
   readonly limits: InstanceLimits | undefined;
   readonly subnets: SubnetView[];
   readonly securityGroups: readonly SecurityGroupView[];
+  /** The CiliumNode as read (foreign or not), for publishing what this invocation writes. */
+  readonly ciliumNode: CiliumNode | undefined;
+  /**
+   * Whether an ENI created for this instance may sit detached: the record keeps a claim its holder
+   * never released (a crash between create and the record write) or an error (an attach whose
+   * cleanup failed). Only then is EC2 asked for such ENIs before a create; a node without a record
+   * has never had a create (the claim is written before the first one).
+   */
+  readonly mayHaveOrphanEnis: boolean;
 }
 
 async function allocateOnce(
@@ -219,12 +236,16 @@ async function allocateOnce(
 
   // Everything else is read at once: the sequential round trips from the event to a usable pool
   // are what a node waits for.
-  const [storedRecord, observation, observedEnis, table] = await Promise.all([
+  const [storedRecord, observed, observedEnis, table] = await Promise.all([
     store.get(instanceId),
     observe(instance, deps),
     ec2.describeAttachedEnis(instanceId, instance.vpcId),
     deps.tableGeneration?.(),
   ]);
+  const observation: Observation = {
+    ...observed,
+    mayHaveOrphanEnis: storedRecord?.lease !== undefined || storedRecord?.lastError !== undefined,
+  };
   let record = storedRecord;
   if (record && record.lifecycle !== 'active') {
     return ignored('not-active', `node ${instanceId} is ${record.lifecycle}; no new allocation`, deps);
@@ -382,6 +403,7 @@ async function allocateOnce(
   // Nothing was mutated: write only when the observation differs from the record (a new node,
   // drift, changed knobs, a new or cleared error), so a no-op invocation wakes no sync.
   if (!leased && recordWouldChange(record, content(false))) await write(false);
+  if (record !== undefined && record !== storedRecord) await publish(record, observation.ciliumNode, deps);
   return {
     kind: 'reconciled',
     recordVersion: record?.version,
@@ -416,7 +438,10 @@ function deniedCall(error: unknown): Ec2Error | undefined {
   return isUnauthorized(candidate) ? (candidate as Ec2Error) : undefined;
 }
 
-async function observe(instance: InstanceView, deps: AllocationDependencies): Promise<Observation> {
+async function observe(
+  instance: InstanceView,
+  deps: AllocationDependencies,
+): Promise<Omit<Observation, 'mayHaveOrphanEnis'>> {
   const { ec2, settings, log } = deps;
   const nodeName = nodeNameFor(instance, settings.nodeNaming);
   const [ciliumNode, vpc, limits, subnets, defaultKnobs] = await Promise.all([
@@ -453,7 +478,23 @@ async function observe(instance: InstanceView, deps: AllocationDependencies): Pr
     limits,
     subnets,
     securityGroups,
+    ciliumNode,
   };
+}
+
+async function publish(
+  record: NodeRecord,
+  ciliumNode: CiliumNode | undefined,
+  deps: AllocationDependencies,
+): Promise<void> {
+  if (!deps.publish) return;
+  await deps.publish(record, ciliumNode).catch((error: unknown) =>
+    deps.log.warn('could not publish the record version; the stream sync will', {
+      instanceId: record.instanceId,
+      recordVersion: record.version,
+      error: errorMessage(error),
+    }),
+  );
 }
 
 function demandFor(observation: Observation, enis: readonly EniState[], settings: AllocationSettings) {
@@ -610,7 +651,7 @@ async function createAndAttachEni(
   const instanceId = observation.instance.id;
   const notFoundRetry = deps.sleep ? { sleep: deps.sleep } : {};
 
-  const orphans = await ec2.findDetachedEnisCreatedFor(instanceId);
+  const orphans = observation.mayHaveOrphanEnis ? await ec2.findDetachedEnisCreatedFor(instanceId) : [];
   let eni: DetachedEni | undefined = orphans.find((orphan) => orphan.status === 'available');
   if (eni) {
     log.info('adopting an ENI created for this instance but never attached', { instanceId, eniId: eni.id });

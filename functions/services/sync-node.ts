@@ -94,14 +94,31 @@ const DEFAULT_MAX_ROUNDS = 12;
 const UNREAD = Symbol('unread');
 
 /**
+ * Where a sync may start without reading anything: a record version the caller itself just wrote
+ * with a conditional put, and the CiliumNode as the caller read it BEFORE that write (the
+ * allocator's observation). Safe for the same reason as the read order above: every sync write
+ * visible in that CiliumNode was planned from a version committed before the caller's conditional
+ * write succeeded, hence older than `record`; and every write is still tested against the
+ * resourceVersion read, so anything that changed the CiliumNode since makes it re-read.
+ */
+export interface SyncStart {
+  readonly record: NodeRecord;
+  readonly ciliumNode: CiliumNode | undefined;
+}
+
+/**
  * Syncs one node. Idempotent: a redelivered or repeated call finds everything matching and writes
  * nothing. Throws on transient failures (API server, DynamoDB) and `SyncDidNotConvergeError`, so the
  * caller's platform retries; a foreign or unpublishable CiliumNode is logged as an error and
  * reported in the outcome, never written and never retried (retrying cannot fix it).
  */
-export async function syncNode(instanceId: string, deps: SyncDependencies): Promise<SyncNodeSummary> {
+export async function syncNode(
+  instanceId: string,
+  deps: SyncDependencies,
+  start?: SyncStart,
+): Promise<SyncNodeSummary> {
   const maxRounds = deps.maxRounds ?? DEFAULT_MAX_ROUNDS;
-  const initial = await deps.store.get(instanceId);
+  const initial = start?.record ?? (await deps.store.get(instanceId));
   if (initial === undefined)
     return finish({ instanceId, outcome: 'no-record', writes: 0, conflicts: 0 }, deps);
   if (initial.lifecycle === 'retired') {
@@ -119,10 +136,10 @@ export async function syncNode(instanceId: string, deps: SyncDependencies): Prom
 
   const table = await deps.tableGeneration?.();
   let nodeName = initial.nodeName;
-  let ciliumNode: CiliumNode | undefined | typeof UNREAD = UNREAD;
+  let ciliumNode: CiliumNode | undefined | typeof UNREAD = start ? start.ciliumNode : UNREAD;
   let writes = 0;
   let conflicts = 0;
-  let record: NodeRecord | undefined;
+  let record: NodeRecord | undefined = start?.record;
   for (let round = 0; round < maxRounds; round++) {
     // The record is read after every fresh read of the CiliumNode, never before it. After a
     // successful write the CiliumNode is that write's response, which holds nothing newer than

@@ -123,16 +123,41 @@ describe('describes', () => {
     expect(f.emulator.calls.count('DescribeVpcs')).toBe(2);
   });
 
-  it('describeSubnets reads free addresses every time and route tables once per cache lifetime', async () => {
+  it('describeSubnets remembers a listing, keeps its free counts current, and drops it when EC2 refuses for room', async () => {
     let nowMs = 0;
-    const f = await start({ adapter: { vpcCacheTtlMs: 60_000, nowMs: () => nowMs } });
-    const { vpc, availabilityZones } = f.seed;
-    await f.adapter.describeSubnets(vpc.vpcId, availabilityZones[0]);
+    const f = await start({
+      adapter: { vpcCacheTtlMs: 60_000, subnetCacheTtlMs: 60_000, nowMs: () => nowMs },
+    });
+    const { vpc, availabilityZones, subnets } = f.seed;
+    const freeIn = async (subnetId: string) =>
+      (await f.adapter.describeSubnets(vpc.vpcId, availabilityZones[0])).find((s) => s.id === subnetId)
+        ?.availableAddresses;
+    const podsFree = await freeIn(subnets.podsA.subnetId);
+    const instanceId = f.emulator.state.launchInstance({
+      instanceType: 'm5.large',
+      subnetId: subnets.nodesA.subnetId,
+    }).instanceId;
+    const { eni } = await attachedPodEni(f, instanceId, 1, { ipCount: 3 });
+    expect(await freeIn(subnets.podsA.subnetId)).toBe((podsFree ?? 0) - 4);
+    await f.adapter.assignIps(eni.id, { ipCount: 2 });
+    expect(await freeIn(subnets.podsA.subnetId)).toBe((podsFree ?? 0) - 6);
+    expect(f.emulator.calls.count('DescribeSubnets')).toBe(1);
+    expect(f.emulator.calls.count('DescribeRouteTables')).toBe(1);
+
+    await expect(
+      f.adapter.createEni(
+        podEniRequest(f, instanceId, {
+          subnetId: subnets.tinyA.subnetId,
+          ipCount: 14,
+          clientToken: 'too-big',
+        }),
+      ),
+    ).rejects.toThrow(/InsufficientFreeAddressesInSubnet|free/);
     await f.adapter.describeSubnets(vpc.vpcId, availabilityZones[0]);
     expect(f.emulator.calls.count('DescribeSubnets')).toBe(2);
-    expect(f.emulator.calls.count('DescribeRouteTables')).toBe(1);
     nowMs = 60_000;
     await f.adapter.describeSubnets(vpc.vpcId, availabilityZones[0]);
+    expect(f.emulator.calls.count('DescribeSubnets')).toBe(3);
     expect(f.emulator.calls.count('DescribeRouteTables')).toBe(2);
   });
 
