@@ -126,7 +126,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   private readonly routeTables = new Map<string, { routeTables: RouteTable[]; expiresAtMs: number }>();
   private readonly vpcCacheTtlMs: number;
   private readonly subnetCacheTtlMs: number;
-  /** Per VPC and AZ: the listing (free counts kept current by `takeAddresses`) and its expiry. */
+  /** Per VPC: the listing (free counts kept current by `takeAddresses`) and its expiry. */
   private readonly subnetListings = new Map<string, { subnets: SubnetView[]; expiresAtMs: number }>();
   /** ENI id to subnet id, from every ENI this container described or created. */
   private readonly subnetOfEni = new Map<string, string>();
@@ -262,18 +262,21 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   }
 
   /**
-   * Remembered for `subnetCacheTtlMs` per VPC and AZ, so a burst of nodes spends one Describe per
+   * Remembered for `subnetCacheTtlMs` per VPC (every AZ in one listing), so a burst of nodes spends one Describe per
    * container rather than one per node. The free counts are a planning hint kept current with what
    * this container takes; EC2 decides atomically at each create or assign, and a refusal for lack
    * of room drops every listing, so the next plan is made from a fresh one. Callers get copies.
    */
   async describeSubnets(vpcId: string, availabilityZone: string): Promise<SubnetView[]> {
-    const key = `${vpcId}/${availabilityZone}`;
-    const cached = this.subnetListings.get(key);
-    if (cached && cached.expiresAtMs > this.nowMs()) return cached.subnets.map((subnet) => ({ ...subnet }));
-    const subnets = await this.describeSubnetsUncached(vpcId, availabilityZone);
-    this.subnetListings.set(key, { subnets, expiresAtMs: this.nowMs() + this.subnetCacheTtlMs });
-    return subnets.map((subnet) => ({ ...subnet }));
+    let listing = this.subnetListings.get(vpcId);
+    if (!listing || listing.expiresAtMs <= this.nowMs()) {
+      listing = { subnets: await this.describeSubnetsUncached(vpcId), expiresAtMs: 0 };
+      listing.expiresAtMs = this.nowMs() + this.subnetCacheTtlMs;
+      this.subnetListings.set(vpcId, listing);
+    }
+    return listing.subnets
+      .filter((subnet) => subnet.availabilityZone === availabilityZone)
+      .map((subnet) => ({ ...subnet }));
   }
 
   /** Lowers the remembered free count of a subnet by addresses this container just took. */
@@ -296,13 +299,14 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     throw error;
   }
 
-  private async describeSubnetsUncached(vpcId: string, availabilityZone: string): Promise<SubnetView[]> {
+  /** Every subnet of the VPC (all AZs: one listing serves every node of the VPC). */
+  private async describeSubnetsUncached(vpcId: string): Promise<SubnetView[]> {
     const [subnets, routeTables] = await Promise.all([
       this.paginate((NextToken) =>
         this.client
           .send(
             new DescribeSubnetsCommand({
-              Filters: [filter('vpc-id', vpcId), filter('availability-zone', availabilityZone)],
+              Filters: [filter('vpc-id', vpcId)],
               MaxResults: this.pageSize,
               NextToken,
             }),
