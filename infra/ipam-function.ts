@@ -8,7 +8,7 @@ import { Construct } from 'constructs';
 
 export interface IpamFunctionProps {
   /** The folder under `functions/` holding the handler's `index.ts`. */
-  readonly handlerFolder: 'allocate' | 'sweep' | 'sync';
+  readonly handlerFolder: 'allocate' | 'sweep' | 'sync' | 'watch';
   readonly description: string;
   /** Powertools' service name (`POWERTOOLS_SERVICE_NAME`): the `service` dimension of its EMF metrics. */
   readonly serviceName: string;

@@ -6,8 +6,8 @@
  *
  * Least privilege: CiliumNodes, and the one ConfigMap the agent reads its knobs from
  * (`cilium-config`: `get` by resource name in its namespace, through a Role, never cluster-wide);
- * only the verbs the code uses (no `watch`: no function watches). A function that needs more gets
- * a rule here, never an edit of the YAML.
+ * only the verbs the code uses (`watch` only for the watcher, which does nothing else). A function
+ * that needs more gets a rule here, never an edit of the YAML.
  */
 
 export interface RbacRule {
@@ -83,16 +83,38 @@ export const CILIUMNODE_WRITER: KubernetesGroup = {
   ],
 };
 
-export const KUBERNETES_GROUPS: readonly KubernetesGroup[] = [CILIUMNODE_READER, CILIUMNODE_WRITER];
+/**
+ * The watcher lists and watches CiliumNodes and does nothing else with them: it hands each node
+ * to the allocate function, which reads the CiliumNode again itself.
+ */
+export const CILIUMNODE_WATCHER: KubernetesGroup = {
+  name: 'serverless-eni-ipam-watcher',
+  rules: [
+    {
+      apiGroups: [CILIUM_API_GROUP],
+      resources: ['ciliumnodes'],
+      verbs: ['list', 'watch'],
+      reason:
+        'watch LISTs every CiliumNode (at its start and after a 410 Gone) and WATCHes from the list’s resourceVersion',
+    },
+  ],
+};
+
+export const KUBERNETES_GROUPS: readonly KubernetesGroup[] = [
+  CILIUMNODE_READER,
+  CILIUMNODE_WRITER,
+  CILIUMNODE_WATCHER,
+];
 
 /** The stack's functions by construct id (the prefix of their logical ids in the template). */
-export type IpamFunctionId = 'Allocate' | 'Sweep' | 'Sync';
+export type IpamFunctionId = 'Allocate' | 'Sweep' | 'Sync' | 'Watch';
 
 /** The one group each function's role is mapped to. */
 export const FUNCTION_KUBERNETES_GROUPS: Readonly<Record<IpamFunctionId, KubernetesGroup>> = {
   Allocate: CILIUMNODE_READER,
   Sweep: CILIUMNODE_READER,
   Sync: CILIUMNODE_WRITER,
+  Watch: CILIUMNODE_WATCHER,
 };
 
 const RBAC_API_GROUP = 'rbac.authorization.k8s.io';

@@ -11,4 +11,5 @@ export const SERVICE_NAMES: Readonly<Record<IpamFunctionId | 'GarbageCollection'
   Sweep: 'serverless-eni-ipam-sweep',
   GarbageCollection: 'serverless-eni-ipam-garbage-collection',
   Sync: 'serverless-eni-ipam-sync',
+  Watch: 'serverless-eni-ipam-watch',
 };

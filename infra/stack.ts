@@ -21,6 +21,7 @@ import { FUNCTION_KUBERNETES_GROUPS, type IpamFunctionId } from './kubernetes-ac
 import { outputAwsAuthMappings } from './kubernetes-identities.ts';
 import { NodeTable } from './node-table.ts';
 import { SERVICE_NAMES } from './service-names.ts';
+import { addCiliumNodeWatcher } from './watcher.ts';
 
 export interface EniIpamStackProps extends StackProps {
   readonly config: StackConfig;
@@ -42,6 +43,8 @@ export class EniIpamStack extends Stack {
   /** ENI garbage collection: the sweep's code in a function of its own, so neither throttles the other. */
   readonly garbageCollectionFunction: IpamFunction;
   readonly syncFunction: IpamFunction;
+  /** The CiliumNode watcher (infra/watcher.ts). */
+  readonly watchFunction: IpamFunction;
   /** Where the functions' EMF metrics go: one namespace per cluster, so two stacks' alarms never mix. */
   readonly metricsNamespace: string;
 
@@ -138,6 +141,13 @@ export class EniIpamStack extends Stack {
       logLevel: config.logLevel,
       metricsNamespace,
     });
+
+    this.watchFunction = addCiliumNodeWatcher(this, {
+      config,
+      environment: allocationEnvironment,
+      nodeTableArn: table.tableArn,
+      metricsNamespace,
+    }).watchFunction;
 
     for (const allocator of [this.allocateFunction, this.sweepFunction, this.garbageCollectionFunction]) {
       grantEniManagement(allocator.role, config);
@@ -300,6 +310,7 @@ export class EniIpamStack extends Stack {
       this.sweepFunction,
       this.garbageCollectionFunction,
       this.syncFunction,
+      this.watchFunction,
     ]) {
       const queue = this.deadLetterQueue(`${ipamFunction.node.id}FailedInvocations`);
       ipamFunction.function.configureAsyncInvoke({
@@ -315,6 +326,7 @@ export class EniIpamStack extends Stack {
       ['Allocate', this.allocateFunction],
       ['Sweep', this.sweepFunction],
       ['Sync', this.syncFunction],
+      ['Watch', this.watchFunction],
     ] as const) {
       new eks.CfnAccessEntry(this, `${functionId}Access`, {
         clusterName: config.clusterName,
@@ -341,6 +353,7 @@ export class EniIpamStack extends Stack {
       this.sweepFunction,
       this.garbageCollectionFunction,
       this.syncFunction,
+      this.watchFunction,
     ]) {
       const fn = ipamFunction.function;
       const name = ipamFunction.node.id;

@@ -196,10 +196,62 @@ export interface ConfigMapReader {
   read(): Promise<Readonly<Record<string, string>> | undefined>;
 }
 
+export interface CiliumNodeList {
+  readonly items: CiliumNode[];
+  /** Where a watch continues from this list. Opaque. */
+  readonly resourceVersion: string;
+}
+
+/**
+ * One event of a CiliumNode watch. `EXPIRED`: the server no longer keeps the history the watch
+ * asked to start from (410 Gone); the watcher must list again.
+ */
+export type CiliumNodeWatchEvent =
+  | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: CiliumNode }
+  | { readonly type: 'BOOKMARK'; readonly resourceVersion: string }
+  | { readonly type: 'EXPIRED' };
+
+/** Lists and watches CiliumNodes. Implemented with client-node by `functions/k8s/`. */
+export interface CiliumNodeWatchPort {
+  listWithResourceVersion(): Promise<CiliumNodeList>;
+  /** Resolves when the stream ends or `signal` aborts; rejects when the connection fails. */
+  watch(
+    resourceVersion: string,
+    onEvent: (event: CiliumNodeWatchEvent) => void,
+    signal: AbortSignal,
+  ): Promise<void>;
+}
+
 /** Structured logging; fields must never carry credentials or tokens. */
 export interface Log {
   debug(message: string, fields?: Record<string, unknown>): void;
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** The watcher's lease item as stored. */
+export interface WatchLeaseView {
+  readonly holder?: string | undefined;
+  readonly leaseExpiresAtEpochMs?: number | undefined;
+  /** When the holder means to hand the lease back (its deadline): a successor may stand by. */
+  readonly endsAtEpochMs?: number | undefined;
+  /** Where the next watcher resumes (opaque). */
+  readonly resourceVersion?: string | undefined;
+}
+
+/** Single flight and the resume point of the CiliumNode watcher (conditional writes). */
+export interface WatchLeaseStore {
+  read(): Promise<WatchLeaseView>;
+  /** Takes the lease when free, expired or already ours; `undefined` when another holds it. */
+  acquire(
+    holder: string,
+    nowEpochMs: number,
+    leaseMs: number,
+    endsAtEpochMs: number,
+  ): Promise<WatchLeaseView | undefined>;
+  /** Extends our lease and stores the resume point; `false` when it is no longer ours. */
+  renew(holder: string, nowEpochMs: number, leaseMs: number, resourceVersion?: string): Promise<boolean>;
+  /** Hands the lease back with the resume point; `false` when it was no longer ours. */
+  release(holder: string, resourceVersion?: string): Promise<boolean>;
 }

@@ -1,4 +1,4 @@
-import { ApiException, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi, type KubeConfig, Watch } from '@kubernetes/client-node';
 import {
   CILIUM_API_GROUP,
   CILIUM_API_VERSION,
@@ -9,6 +9,7 @@ import {
   type JsonPatchOperation,
   ResourceVersionConflictError,
 } from '../core/ciliumnode.ts';
+import type { CiliumNodeList, CiliumNodeWatchEvent, CiliumNodeWatchPort } from '../core/ports.ts';
 
 /**
  * `cilium.io/v2` CiliumNodes over @kubernetes/client-node's CustomObjectsApi (cluster-scoped).
@@ -24,11 +25,11 @@ import {
  */
 type PatchRequest = Parameters<CustomObjectsApi['patchClusterCustomObject']>[0];
 
-export class KubernetesCiliumNodeApi implements CiliumNodePort {
+export class KubernetesCiliumNodeApi implements CiliumNodePort, CiliumNodeWatchPort {
   private readonly api: CustomObjectsApi;
 
   constructor(
-    kubeConfig: KubeConfig,
+    private readonly kubeConfig: KubeConfig,
     private readonly options: { fieldManager?: string; listPageSize?: number } = {},
   ) {
     this.api = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -77,22 +78,88 @@ export class KubernetesCiliumNodeApi implements CiliumNodePort {
   }
 
   async list(): Promise<CiliumNode[]> {
+    return (await this.listWithResourceVersion()).items;
+  }
+
+  /** Every CiliumNode, and the resourceVersion of the (first page of the) list to watch from. */
+  async listWithResourceVersion(): Promise<CiliumNodeList> {
     const items: CiliumNode[] = [];
+    let resourceVersion: string | undefined;
     let continueToken: string | undefined;
     do {
       const page = (await this.api.listClusterCustomObject({
         ...RESOURCE,
         limit: this.options.listPageSize ?? 500,
         ...(continueToken ? { _continue: continueToken } : {}),
-      })) as { items?: CiliumNode[]; metadata?: { continue?: string } };
+      })) as { items?: CiliumNode[]; metadata?: { continue?: string; resourceVersion?: string } };
       items.push(...(page.items ?? []));
+      resourceVersion ??= page.metadata?.resourceVersion;
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken !== undefined);
-    return items;
+    if (resourceVersion === undefined) throw new Error('the CiliumNode list carries no resourceVersion');
+    return { items, resourceVersion };
+  }
+
+  /**
+   * One watch stream from `resourceVersion` (bookmarks on), until the server ends it, the
+   * connection drops (rejects) or `signal` aborts (resolves). An ERROR event with a 410 Status
+   * (history compacted) arrives as `expired` and ends the stream; any other ERROR rejects.
+   */
+  async watch(
+    resourceVersion: string,
+    onEvent: (event: CiliumNodeWatchEvent) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const path = `/apis/${CILIUM_API_GROUP}/${CILIUM_API_VERSION}/${CILIUM_NODE_PLURAL}`;
+    await new Promise<void>((resolve, reject) => {
+      let controller: AbortController | undefined;
+      const stop = () => controller?.abort();
+      const finish = (error: unknown) => {
+        signal.removeEventListener('abort', stop);
+        if (error && !signal.aborted) reject(error);
+        else resolve();
+      };
+      new Watch(this.kubeConfig)
+        .watch(
+          path,
+          { resourceVersion, allowWatchBookmarks: true },
+          (type: string, object: unknown) => {
+            const event = toWatchEvent(type, object);
+            if (event instanceof Error) {
+              finish(event);
+              stop();
+            } else {
+              onEvent(event);
+              if (event.type === 'EXPIRED') stop();
+            }
+          },
+          (error: unknown) => finish(error),
+        )
+        .then((started) => {
+          controller = started;
+          if (signal.aborted) stop();
+          else signal.addEventListener('abort', stop, { once: true });
+        }, finish);
+    });
   }
 
   private fieldManager(): { fieldManager?: string } {
     return { fieldManager: this.options.fieldManager ?? 'serverless-eni-ipam' };
+  }
+}
+
+function toWatchEvent(type: string, object: unknown): CiliumNodeWatchEvent | Error {
+  const body = (object ?? {}) as { code?: number; message?: string; metadata?: { resourceVersion?: string } };
+  switch (type) {
+    case 'ADDED':
+    case 'MODIFIED':
+    case 'DELETED':
+      return { type, object: object as CiliumNode };
+    case 'BOOKMARK':
+      return { type, resourceVersion: body.metadata?.resourceVersion ?? '' };
+    default:
+      if (body.code === 410) return { type: 'EXPIRED' };
+      return new Error(`CiliumNode watch failed: ${type} ${body.code ?? ''} ${body.message ?? ''}`);
   }
 }
 

@@ -5,6 +5,7 @@ import { DynamoNodeRecordStore } from '../aws/node-table.ts';
 import { tableGenerationOf } from '../aws/table-generation.ts';
 import { agentReadsNodeKeys } from '../core/cilium-config.ts';
 import type { NodeKnobs } from '../core/model.ts';
+import type { CiliumNodeWatchPort } from '../core/ports.ts';
 import { KubernetesCiliumNodeApi } from '../k8s/ciliumnode-api.ts';
 import { KubernetesConfigMapReader } from '../k8s/configmap-api.ts';
 import { buildKubeConfig, kubernetesConnectionFromEnv } from '../k8s/kube-config.ts';
@@ -27,6 +28,8 @@ export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId'>
    * `CILIUM_CONFIG_NAMESPACE`/`CILIUM_CONFIG_NAME`, read at most once by it).
    */
   readonly preAgentKnobsForInvocation: () => () => Promise<NodeKnobs>;
+  /** The same Kubernetes client, for the watcher's list and watch. */
+  readonly ciliumNodeWatch: CiliumNodeWatchPort;
 };
 
 /**
@@ -85,6 +88,7 @@ export function buildAllocationDependencies(
     store,
     ec2,
     ciliumNodes,
+    ciliumNodeWatch: ciliumNodes,
     publish: (record, ciliumNode) =>
       syncNode(record.instanceId, { store, ciliumNodes, log }, { record, ciliumNode }),
     settings,

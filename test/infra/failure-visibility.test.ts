@@ -38,7 +38,7 @@ describe('failures are seen', () => {
     const configs = Object.values(defaults.findResources('AWS::Lambda::EventInvokeConfig'));
     const configured = configs.map((config) => (config.Properties.FunctionName as { Ref: string }).Ref);
     expect(new Set(configured)).toEqual(scheduledOrEventTargets);
-    expect(scheduledOrEventTargets.size).toBe(4);
+    expect(scheduledOrEventTargets.size).toBe(5);
     const queueIds = configs.map((config) => {
       expect(config.Properties).toMatchObject({ MaximumRetryAttempts: 2, MaximumEventAgeInSeconds: 21_600 });
       return (
@@ -87,8 +87,14 @@ describe('failures are seen', () => {
         fn.Properties.ReservedConcurrentExecutions,
       ]),
     );
-    expect(reserved).toEqual({ Allocate: 50, Sweep: 2, GarbageCollection: undefined, Sync: undefined });
-    expect(functionLogicalIds(asked)).toHaveLength(4);
+    expect(reserved).toEqual({
+      Allocate: 50,
+      Sweep: 2,
+      GarbageCollection: undefined,
+      Sync: undefined,
+      Watch: undefined,
+    });
+    expect(functionLogicalIds(asked)).toHaveLength(5);
   });
 
   it('alarms on nodes in deficit and on sweep failures, from the EMF metrics of this cluster', () => {

@@ -6,7 +6,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { nodeTableSchema } from '../../functions/aws/node-table-schema.ts';
 import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
 import { readStackConfig, StackConfigError } from '../../infra/config.ts';
-import { CILIUMNODE_READER, CILIUMNODE_WRITER, type IpamFunctionId } from '../../infra/kubernetes-access.ts';
+import {
+  CILIUMNODE_READER,
+  CILIUMNODE_WATCHER,
+  CILIUMNODE_WRITER,
+  type IpamFunctionId,
+} from '../../infra/kubernetes-access.ts';
 
 /** Synthesizes with cdk.json's defaults; esbuild bundling skipped (a separate test bundles). */
 function synthesize(overrides: Record<string, unknown> = {}): Template {
@@ -161,6 +166,27 @@ describe('the stack', () => {
     }
   });
 
+  it('gives the watcher its own state table, the node table without Scan, and a schedule every minute', () => {
+    const actions = statementsOf(template, 'Watch').flatMap(actionsOf);
+    expect(actions).toEqual(
+      expect.arrayContaining([
+        'dynamodb:GetItem',
+        'dynamodb:PutItem',
+        'dynamodb:UpdateItem',
+        'ec2:DescribeInstances',
+      ]),
+    );
+    expect(actions).not.toContain('dynamodb:Scan');
+    const schedules = Object.values(template.findResources('AWS::Events::Rule')).filter(
+      (rule) => rule.Properties.ScheduleExpression === 'rate(1 minute)',
+    );
+    const inputs = schedules.flatMap((rule) =>
+      (rule.Properties.Targets as { Input?: string }[]).map((target) => target.Input),
+    );
+    expect(inputs).toContain('{"task":"watch"}');
+    expect(Object.keys(template.findResources('AWS::DynamoDB::Table'))).toHaveLength(2);
+  });
+
   it('gives the sync function read-only access to the node table and no EC2 access', () => {
     const actions = statementsOf(template, 'Sync').flatMap(actionsOf);
     expect(actions).toEqual(expect.arrayContaining(['dynamodb:GetItem', 'dynamodb:Scan']));
@@ -168,9 +194,9 @@ describe('the stack', () => {
     expect(actions).not.toContain('dynamodb:PutItem');
   });
 
-  it('maps the allocate and sweep roles to the reader group, the sync role to the writer group', () => {
+  it('maps the allocate and sweep roles to the reader group, the sync role to the writer group, the watch role to the watcher group', () => {
     const entries = template.findResources('AWS::EKS::AccessEntry');
-    expect(Object.keys(entries)).toHaveLength(3);
+    expect(Object.keys(entries)).toHaveLength(4);
     const groupOf = (functionId: IpamFunctionId) => {
       const [entry] = Object.entries(entries).filter(([logicalId]) => logicalId.startsWith(functionId));
       expect(entry?.[1].Properties).toMatchObject({ ClusterName: 'my-cluster', Type: 'STANDARD' });
@@ -180,6 +206,7 @@ describe('the stack', () => {
     expect(groupOf('Allocate')).toEqual([CILIUMNODE_READER.name]);
     expect(groupOf('Sweep')).toEqual([CILIUMNODE_READER.name]);
     expect(groupOf('Sync')).toEqual([CILIUMNODE_WRITER.name]);
+    expect(groupOf('Watch')).toEqual([CILIUMNODE_WATCHER.name]);
   });
 
   it('alarms on dead letters, errors, throttles and stream iterator age', () => {

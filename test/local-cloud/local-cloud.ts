@@ -88,6 +88,11 @@ export interface LocalCloudOptions {
   readonly dynamoDbEndpoint?: string;
   /** Schedules divided by this: 60 runs `rate(1 minute)` every second. Default 1. Also scales Lambda's async retry waits. */
   readonly timeScale?: number;
+  /**
+   * Include the CiliumNode watcher's schedule (default false): its invocations hold a watch for
+   * minutes, so `settle()` would wait for them. Tests and the bench invoke `Watch` themselves.
+   */
+  readonly watchSchedule?: boolean;
   /** Start schedule timers (default true); `fireSchedules()` works either way. */
   readonly runSchedules?: boolean;
   /** Publish EC2 state-change events to the bus as instances change state (default true). */
@@ -256,12 +261,18 @@ async function start(
   const k8s = (k8sOutcome as PromiseFulfilledResult<K8sEmulator>).value;
 
   const model = readStackModel(stack.template, stack.assemblyDirectory);
-  const [tableDefinition, ...otherTables] = model.tables;
-  if (tableDefinition === undefined || otherTables.length > 0) {
+  // The node table is the one whose stream feeds a function; any other table (the watcher's
+  // state) is created as the template declares it, without a stream.
+  const streamedTables = model.tables.filter((table) =>
+    model.streamMappings.some((mapping) => mapping.tableLogicalId === table.logicalId),
+  );
+  const [tableDefinition, ...otherStreamedTables] = streamedTables;
+  if (tableDefinition === undefined || otherStreamedTables.length > 0) {
     throw new TemplateError(
-      `expected exactly one DynamoDB table in ${stack.stackName}, found ${model.tables.length}`,
+      `expected exactly one DynamoDB table with a stream mapping in ${stack.stackName}, found ${streamedTables.length}`,
     );
   }
+  const otherTableDefinitions = model.tables.filter((table) => table !== tableDefinition);
   const clusterName = clusterNameOf(stack);
 
   const dynamoDbEndpoint = (options.dynamoDbEndpoint ?? (dynamoDb as DynamoDbLocal).endpoint).replace(
@@ -293,9 +304,18 @@ async function start(
     () => streamsClient.destroy(),
   );
   const table = await createTableFromTemplate(dynamoDbClient, stack.stackName, tableDefinition);
+  const otherTables = new Map<string, string>();
+  for (const definition of otherTableDefinitions) {
+    otherTables.set(
+      definition.logicalId,
+      (await createTableFromTemplate(dynamoDbClient, stack.stackName, definition, { stream: false })).name,
+    );
+  }
   cleanups.push(async () => {
     if (options.dynamoDbEndpoint !== undefined) {
-      await dynamoDbClient.send(new DeleteTableCommand({ TableName: table.name }));
+      for (const name of [table.name, ...otherTables.values()]) {
+        await dynamoDbClient.send(new DeleteTableCommand({ TableName: name }));
+      }
     }
   });
 
@@ -309,13 +329,19 @@ async function start(
   const functionArn = (logicalId: string) =>
     `arn:aws:lambda:${LOCAL_REGION}:${LOCAL_ACCOUNT}:function:${functionNames[logicalId]}`;
   const localValues: LocalValues = {
-    ref: (logicalId) => (logicalId === tableDefinition.logicalId ? table.name : functionNames[logicalId]),
+    ref: (logicalId) =>
+      logicalId === tableDefinition.logicalId
+        ? table.name
+        : (otherTables.get(logicalId) ?? functionNames[logicalId]),
     getAtt: (logicalId, attribute) => {
       if (logicalId === tableDefinition.logicalId) {
         if (attribute === 'Arn')
           return `arn:aws:dynamodb:${LOCAL_REGION}:${LOCAL_ACCOUNT}:table/${table.name}`;
         if (attribute === 'StreamArn') return table.streamArn;
       }
+      const otherTable = otherTables.get(logicalId);
+      if (otherTable !== undefined && attribute === 'Arn')
+        return `arn:aws:dynamodb:${LOCAL_REGION}:${LOCAL_ACCOUNT}:table/${otherTable}`;
       if (functionNames[logicalId] !== undefined && attribute === 'Arn') return functionArn(logicalId);
       return undefined;
     },
@@ -412,8 +438,14 @@ async function start(
   cleanups.push(() => asyncInvoker.stop());
   const envelope = { account: LOCAL_ACCOUNT, region: LOCAL_REGION };
   const bus = new EventBus(model.rules, asyncInvoker, envelope);
+  // The watcher's schedule starts invocations that live for minutes: only when asked for.
+  const scheduledRules = model.rules.filter(
+    (rule) =>
+      options.watchSchedule === true ||
+      !rule.targets.some((target) => target.functionLogicalId.startsWith('Watch')),
+  );
   const scheduler = new Scheduler(
-    model.rules,
+    scheduledRules,
     async (rule) => {
       const ruleArn = `arn:aws:events:${LOCAL_REGION}:${LOCAL_ACCOUNT}:rule/${physicalName(stack.stackName, rule.logicalId)}`;
       await Promise.all(
@@ -620,7 +652,20 @@ async function createTableFromTemplate(
   client: DynamoDBClient,
   stackName: string,
   definition: TableDefinition,
+  options: { stream: boolean } = { stream: true },
 ): Promise<{ name: string; streamArn: string }> {
+  if (!options.stream) {
+    const name = physicalName(stackName, definition.logicalId);
+    await client.send(
+      new CreateTableCommand({
+        TableName: name,
+        KeySchema: [...definition.keySchema],
+        AttributeDefinitions: [...definition.attributeDefinitions],
+        BillingMode: 'PAY_PER_REQUEST',
+      }),
+    );
+    return { name, streamArn: '' };
+  }
   if (definition.streamViewType === undefined) {
     throw new TemplateError(
       `${definition.logicalId} has no stream, but the stack maps its stream to a function`,

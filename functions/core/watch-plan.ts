@@ -1,0 +1,67 @@
+import type { CiliumNode, ReleaseStatus } from './ciliumnode.ts';
+import { instanceIdOfCiliumNode, knobsFromCiliumNode, usedIps } from './knobs.ts';
+import type { NodeKnobs } from './model.ts';
+import { calculateNeededIps, resolvePreAllocate } from './pool-math.ts';
+
+/**
+ * What the CiliumNode watcher starts for one watch event. Pure. A node is served when its demand
+ * CROSSES the watermark (cilium `needed` goes from 0 to positive between two versions the watcher
+ * saw, or is positive on the first version it sees), or when the agent answered the excess-IP
+ * release handshake (a `release-ips` entry moved to `ready-for-release` or `do-not-release`). Our
+ * own writes and the agent's other updates start nothing: a node whose demand stays positive
+ * (being served, or blocked) is not served again for each agent write; the sweep stays the
+ * safety net for anything a crossing did not settle.
+ */
+
+export interface WatchTrigger {
+  readonly instanceId: string;
+  readonly allocate: boolean;
+  readonly release: boolean;
+}
+
+/**
+ * IPs the node asks for beyond its pool, from the CiliumNode alone (no instance limits: the cap
+ * they put on the pool is the allocator's business, and an uncapped estimate only errs towards
+ * looking). 1.19 agents report demand in `status.ipam.used`; a 1.20 agent's
+ * `spec.ipam.pools.requested` goes in as another `usedIpCount` source here.
+ */
+export function ciliumNodeDemand(cn: CiliumNode, defaultKnobs: NodeKnobs): number {
+  const knobs = knobsFromCiliumNode(cn, defaultKnobs);
+  return calculateNeededIps({
+    availableIpCount: Object.keys(cn.spec?.ipam?.pool ?? {}).length,
+    usedIpCount: usedIps(cn).length,
+    preAllocate: resolvePreAllocate(knobs, undefined),
+    minAllocate: knobs.minAllocate,
+    maxAllocate: knobs.maxAllocate,
+  });
+}
+
+/** The agent's answers in `status.ipam.release-ips`, as `ip=answer` strings. */
+function agentAnswers(cn: CiliumNode | undefined): Set<string> {
+  const answers: readonly ReleaseStatus[] = ['ready-for-release', 'do-not-release'];
+  const marks = cn?.status?.ipam?.['release-ips'] ?? {};
+  return new Set(
+    Object.entries(marks)
+      .filter(([, status]) => answers.includes(status))
+      .map(([ip, status]) => `${ip}=${status}`),
+  );
+}
+
+/**
+ * `previous`: the last version of this CiliumNode the watcher saw (undefined after a start or a
+ * relist). `undefined` when nothing is to be started, or the CiliumNode names no instance yet.
+ */
+export function watchTrigger(
+  previous: CiliumNode | undefined,
+  current: CiliumNode,
+  defaultKnobs: NodeKnobs,
+): WatchTrigger | undefined {
+  const instanceId = instanceIdOfCiliumNode(current);
+  if (instanceId === undefined) return undefined;
+  const allocate =
+    ciliumNodeDemand(current, defaultKnobs) > 0 &&
+    (previous === undefined || ciliumNodeDemand(previous, defaultKnobs) === 0);
+  const before = agentAnswers(previous);
+  const release = [...agentAnswers(current)].some((answer) => !before.has(answer));
+  return allocate || release ? { instanceId, allocate, release } : undefined;
+}
