@@ -29,6 +29,7 @@ export async function handler(
   event: unknown,
   context: Pick<Context, 'awsRequestId'>,
 ): Promise<AllocateResult> {
+  dependencies.prepareKubernetes();
   let result: AllocateResult | undefined;
   try {
     result = await handle(event, context);

@@ -94,7 +94,7 @@ export interface Ec2NetworkAdapterOptions {
   /** How long a VPC's CIDRs and route tables are remembered. Default 60 s; 0 asks EC2 every time. */
   readonly vpcCacheTtlMs?: number;
   /**
-   * How long an AZ's subnet listing is remembered (`describeSubnets`). Default 60 s; 0 asks EC2
+   * How long a VPC's subnet listing (every AZ) is remembered (`describeSubnets`). Default 60 s; 0 asks EC2
    * every time. Its free counts are kept current with what this container takes, and the listing
    * is dropped whenever EC2 refuses an address for lack of room.
    */

@@ -6,9 +6,9 @@ import { tableGenerationOf } from '../aws/table-generation.ts';
 import { agentReadsNodeKeys } from '../core/cilium-config.ts';
 import type { NodeKnobs } from '../core/model.ts';
 import type { CiliumNodeWatchPort } from '../core/ports.ts';
-import { KubernetesCiliumNodeApi } from '../k8s/ciliumnode-api.ts';
-import { KubernetesConfigMapReader } from '../k8s/configmap-api.ts';
-import { buildKubeConfig, kubernetesConnectionFromEnv } from '../k8s/kube-config.ts';
+import { kubernetesConnectionFromEnv } from '../k8s/kube-connection.ts';
+import { LazyCiliumNodeApi } from '../k8s/lazy-ciliumnode-api.ts';
+import { LazyConfigMapReader } from '../k8s/lazy-configmap-reader.ts';
 import type { AllocationDependencies, AllocationSettings } from '../services/allocate-node.ts';
 import type { LifecycleDependencies } from '../services/node-lifecycle.ts';
 import { preAgentKnobsForInvocation } from '../services/pre-agent-knobs.ts';
@@ -30,6 +30,8 @@ export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId'>
   readonly preAgentKnobsForInvocation: () => () => Promise<NodeKnobs>;
   /** The same Kubernetes client, for the watcher's list and watch. */
   readonly ciliumNodeWatch: CiliumNodeWatchPort;
+  /** Starts loading the Kubernetes client (call when an invocation starts; see `LazyCiliumNodeApi`). */
+  readonly prepareKubernetes: () => void;
 };
 
 /**
@@ -72,10 +74,9 @@ export function buildAllocationDependencies(
   const dynamoDb = new DynamoDBClient({});
   const tableName = environment.string('TABLE_NAME');
   const store = new DynamoNodeRecordStore(dynamoDb, tableName);
-  const kubeConfig = buildKubeConfig(kubernetesConnectionFromEnv(variables), {
-    credentials: () => ec2Client.config.credentials(),
-  });
-  const ciliumConfig = new KubernetesConfigMapReader(kubeConfig, {
+  const kubernetesConnection = kubernetesConnectionFromEnv(variables);
+  const kubernetesCredentials = { credentials: () => ec2Client.config.credentials() };
+  const ciliumConfig = new LazyConfigMapReader(kubernetesConnection, kubernetesCredentials, {
     namespace: environment.optionalString('CILIUM_CONFIG_NAMESPACE') ?? 'kube-system',
     name: environment.optionalString('CILIUM_CONFIG_NAME') ?? 'cilium-config',
   });
@@ -83,12 +84,15 @@ export function buildAllocationDependencies(
     stackDefaults: settings.defaultKnobs,
     agentReadsNodeKeys: agentReadsNodeKeys(environment.optionalString('CILIUM_VERSION')),
   };
-  const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' });
+  const ciliumNodes = new LazyCiliumNodeApi(kubernetesConnection, kubernetesCredentials, {
+    fieldManager: 'serverless-eni-ipam',
+  });
   return {
     store,
     ec2,
     ciliumNodes,
     ciliumNodeWatch: ciliumNodes,
+    prepareKubernetes: () => ciliumNodes.prepare(),
     publish: (record, ciliumNode) =>
       syncNode(record.instanceId, { store, ciliumNodes, log }, { record, ciliumNode }),
     settings,

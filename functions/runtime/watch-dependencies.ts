@@ -11,6 +11,7 @@ export type WatchFunctionDependencies = Omit<WatchDependencies, 'invocationId'> 
   readonly watchMs: number;
   /** Kept free before the function's timeout to finish the nodes being served (`DRAIN_SECONDS`, default 90). */
   readonly drainMs: number;
+  readonly prepareKubernetes: () => void;
 };
 
 /**

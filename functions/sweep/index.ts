@@ -39,6 +39,7 @@ export async function handler(
   context: Pick<Context, 'awsRequestId'>,
 ): Promise<SweepSummary | GarbageCollectionSummary> {
   const task = parseSweepRequest(event);
+  if (task === 'sweep') dependencies.prepareKubernetes();
   try {
     if (task === 'eni-garbage-collection') {
       const summary = await collectEniGarbage(dependencies.lifecycle, {

@@ -2,8 +2,8 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoNodeRecordStore } from '../aws/node-table.ts';
 import { tableGenerationOf } from '../aws/table-generation.ts';
 import type { Log } from '../core/ports.ts';
-import { KubernetesCiliumNodeApi } from '../k8s/ciliumnode-api.ts';
-import { buildKubeConfig, kubernetesConnectionFromEnv } from '../k8s/kube-config.ts';
+import { kubernetesConnectionFromEnv } from '../k8s/kube-connection.ts';
+import { LazyCiliumNodeApi } from '../k8s/lazy-ciliumnode-api.ts';
 import { Environment } from '../runtime/environment.ts';
 import type { SyncDependencies } from '../services/sync-node.ts';
 
@@ -11,6 +11,8 @@ import type { SyncDependencies } from '../services/sync-node.ts';
 export interface SyncFunctionDependencies extends SyncDependencies {
   /** Nodes synced at the same time, for stream batches and `{"all":true}`. */
   readonly concurrency: number;
+  /** Starts loading the Kubernetes client (call when an invocation starts; see `LazyCiliumNodeApi`). */
+  readonly prepareKubernetes: () => void;
 }
 
 /**
@@ -28,10 +30,15 @@ export function buildSyncDependencies(
   const concurrency = Math.max(1, environment.integer('SYNC_CONCURRENCY', 8));
   const connection = kubernetesConnectionFromEnv(variables);
   const dynamoDb = new DynamoDBClient({});
-  const kubeConfig = buildKubeConfig(connection, { credentials: () => dynamoDb.config.credentials() });
+  const ciliumNodes = new LazyCiliumNodeApi(
+    connection,
+    { credentials: () => dynamoDb.config.credentials() },
+    { fieldManager: 'serverless-eni-ipam' },
+  );
   return {
     store: new DynamoNodeRecordStore(dynamoDb, tableName),
-    ciliumNodes: new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' }),
+    ciliumNodes,
+    prepareKubernetes: () => ciliumNodes.prepare(),
     log,
     concurrency,
     tableGeneration: tableGenerationOf(dynamoDb, tableName),

@@ -29,6 +29,7 @@ export type SyncHandlerResult = DynamoDBBatchResponse | SyncNodeSummary | SyncAl
  * - anything else: throws `InvalidInputError`, having written nothing.
  */
 export async function handler(event: unknown): Promise<SyncHandlerResult> {
+  dependencies.prepareKubernetes();
   try {
     return await handle(event);
   } finally {

@@ -17,6 +17,7 @@ export async function handler(
   context: Pick<Context, 'awsRequestId' | 'getRemainingTimeInMillis'>,
 ): Promise<WatchSummary> {
   parseWatchRequest(event);
+  dependencies.prepareKubernetes();
   const watchMs = Math.min(dependencies.watchMs, context.getRemainingTimeInMillis() - dependencies.drainMs);
   if (watchMs <= 0) throw new InvalidInputError('the function timeout leaves no time to watch');
   return await watchCiliumNodes(

@@ -197,6 +197,10 @@ describe('a tiny bench run', () => {
       importRuns: 1,
       timeoutSeconds: 240,
       dynamoDbEndpoint: inject('dynamoDbEndpoint'),
+      // The demand, sweep-cost and naive-bundle phases take minutes: npm run bench runs them.
+      demandNodes: 0,
+      sweepCostNodes: [],
+      naiveBaseline: false,
     });
     const ids = report.figures.map((item) => item.id);
     expect(ids).toEqual(

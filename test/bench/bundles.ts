@@ -6,6 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { kubeconfigYaml } from '../emulators/k8s/index.ts';
 import type { SynthesizedStack } from '../local-cloud/synthesize.ts';
 import { type FunctionDefinition, readStackModel, resolveEnvironment } from '../local-cloud/template.ts';
+import type { BaselineBundle } from './baseline-bundles.ts';
 import { median } from './floors.ts';
 
 /**
@@ -20,11 +21,31 @@ export interface BundleFigures {
   readonly bytes: number;
   readonly importMs: readonly number[];
   readonly medianImportMs: number;
+  /** Today's naive bundle of the same handler (`baseline-bundles.ts`), timed in the same runs. */
+  readonly baseline?: {
+    readonly handlerFolder: string;
+    readonly bytes: number;
+    readonly importMs: readonly number[];
+    readonly medianImportMs: number;
+  };
 }
+
+/** Which naive handler each function is measured against (the watcher is new: the allocator's). */
+const BASELINE_HANDLER: Record<string, 'allocate' | 'sweep' | 'sync'> = {
+  Allocate: 'allocate',
+  Sweep: 'sweep',
+  GarbageCollection: 'sweep',
+  Sync: 'sync',
+  Watch: 'allocate',
+};
 
 const NOWHERE = 'http://127.0.0.1:9';
 
-export async function measureBundles(stack: SynthesizedStack, runs: number): Promise<BundleFigures[]> {
+export async function measureBundles(
+  stack: SynthesizedStack,
+  runs: number,
+  baselines?: readonly BaselineBundle[],
+): Promise<BundleFigures[]> {
   const model = readStackModel(stack.template, stack.assemblyDirectory);
   const workDirectory = mkdtempSync(join(tmpdir(), 'bench-bundles-'));
   try {
@@ -33,13 +54,30 @@ export async function measureBundles(stack: SynthesizedStack, runs: number): Pro
     const results: BundleFigures[] = [];
     for (const definition of model.functions) {
       const environment = functionEnvironment(definition, stack.stackName, kubeconfigPath);
+      const folder = BASELINE_HANDLER[definition.logicalId.replace(/Function[0-9A-F]{8}$/, '')];
+      const baseline = baselines?.find((candidate) => candidate.handlerFolder === folder);
       const importMs: number[] = [];
-      for (let run = 0; run < runs; run++) importMs.push(await timeImport(definition, environment));
+      const baselineMs: number[] = [];
+      // Alternated, so the machine's load weighs on both alike.
+      for (let run = 0; run < runs; run++) {
+        importMs.push(await timeImport(definition.entryFile, definition, environment));
+        if (baseline) baselineMs.push(await timeImport(baseline.entryFile, definition, environment));
+      }
       results.push({
         logicalId: definition.logicalId,
         bytes: statSync(definition.entryFile).size,
         importMs,
         medianImportMs: median(importMs) ?? Number.NaN,
+        ...(baseline
+          ? {
+              baseline: {
+                handlerFolder: baseline.handlerFolder,
+                bytes: baseline.bytes,
+                importMs: baselineMs,
+                medianImportMs: median(baselineMs) ?? Number.NaN,
+              },
+            }
+          : {}),
       });
     }
     return results;
@@ -90,11 +128,15 @@ const IMPORT_SCRIPT = [
   "process.stdout.write('import-ms ' + (performance.now() - started) + '\\n', () => process.exit(0));",
 ].join('\n');
 
-function timeImport(definition: FunctionDefinition, environment: Record<string, string>): Promise<number> {
+function timeImport(
+  entryFile: string,
+  definition: FunctionDefinition,
+  environment: Record<string, string>,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['--input-type=module', '-e', IMPORT_SCRIPT, pathToFileURL(definition.entryFile).href],
+      ['--input-type=module', '-e', IMPORT_SCRIPT, pathToFileURL(entryFile).href],
       { cwd: definition.assetDirectory, env: environment, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';

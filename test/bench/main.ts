@@ -7,6 +7,7 @@
  *   npm run bench -- [--nodes N] [--mix m5.large:2,t3.medium:1] [--first-interface-index 0|1]
  *                    [--prefix-delegation] [--duplicate-events RATE] [--scale X] [--out DIR]
  *                    [--concurrency C] [--import-runs R] [--timeout SECONDS] [--seed S]
+ *                    [--demand-nodes N] [--sweep-cost-nodes 100,1000,5000]
  *
  * --nodes N                  instances launched at once (default 200)
  * --mix SPEC                 instance types and weights (default m5.large:2,t3.medium:1)
@@ -20,6 +21,9 @@
  * --concurrency C            containers per function (default 8)
  * --import-runs R            fresh-process imports per function for the init time (default 5)
  * --timeout SECONDS          real seconds to wait for every node (default 120 + 0.6 per node)
+ * --demand-nodes N           m5.large nodes of the burst whose pods start at once (default 50)
+ * --sweep-cost-nodes LIST    cluster sizes for one steady-state sweep's cost (default 100,1000,5000;
+ *                            empty to skip)
  */
 import { createWriteStream, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -43,6 +47,8 @@ function parseFlags(argv: string[]): BenchOptions & { out: string } {
       'import-runs': { type: 'string', default: '5' },
       timeout: { type: 'string' },
       seed: { type: 'string', default: '1' },
+      'demand-nodes': { type: 'string', default: '50' },
+      'sweep-cost-nodes': { type: 'string', default: '100,1000,5000' },
     },
   });
   const integer = (name: string, raw: string | undefined, min: number, max: number) => {
@@ -68,6 +74,11 @@ function parseFlags(argv: string[]): BenchOptions & { out: string } {
       ? {}
       : { timeoutSeconds: integer('timeout', values.timeout, 10, 7_200) }),
     seed: integer('seed', values.seed, 0, 2 ** 31),
+    demandNodes: integer('demand-nodes', values['demand-nodes'], 0, 1_000),
+    sweepCostNodes: (values['sweep-cost-nodes'] ?? '')
+      .split(',')
+      .filter((part) => part.trim() !== '')
+      .map((part) => integer('sweep-cost-nodes', part.trim(), 1, 5_000)),
   };
 }
 

@@ -9,7 +9,9 @@ import { type LocalCloud, startLocalCloud } from '../local-cloud/local-cloud.ts'
 import { summarize } from '../local-cloud/summary.ts';
 import { synthesizeStack } from '../local-cloud/synthesize.ts';
 import { type DynamoDbLocal, startDynamoDbLocal } from '../support/dynamodb-local.ts';
+import { buildBaselineBundles } from './baseline-bundles.ts';
 import { type BundleFigures, measureBundles } from './bundles.ts';
+import { type LatencyFigures, measureDemandLatency } from './demand.ts';
 import {
   floorReadyNodes,
   type Interval,
@@ -24,6 +26,7 @@ import {
 import { DYNAMODB_ITEM_LIMIT_BYTES, m5x24ItemSizes } from './item-size.ts';
 import { type Figure, figure } from './report.ts';
 import { renderReadyChart } from './svg.ts';
+import { measureSweepCost, type SweepCost } from './sweep-cost.ts';
 import { nowMs, startTap, type Tap, type TapRecord } from './tap.ts';
 
 /**
@@ -48,6 +51,12 @@ export interface BenchOptions {
   readonly concurrency?: number;
   /** Fresh-process imports per function for the init time (median); default 5. */
   readonly importRuns?: number;
+  /** Nodes whose pods start at once for the demand-to-pool latency (m5.large of the burst); default 50. */
+  readonly demandNodes?: number;
+  /** Cluster sizes at which one steady-state sweep's cost is measured; default 100, 1000, 5000. */
+  readonly sweepCostNodes?: readonly number[];
+  /** Time today's naive bundles beside the functions' (built from git history); default true. */
+  readonly naiveBaseline?: boolean;
   /** Real seconds to wait for every node before reporting what was reached. */
   readonly timeoutSeconds?: number;
   /** A running DynamoDB Local (e.g. the test run's); default start one. */
@@ -111,6 +120,8 @@ export interface BenchReport {
     readonly prefixesExpandedBytes: number;
   };
   readonly bundles: readonly BundleFigures[];
+  readonly demandToPool?: { readonly watcher: LatencyFigures; readonly sweepAlone: LatencyFigures };
+  readonly sweepCosts: readonly SweepCost[];
 }
 
 export interface BenchResult {
@@ -150,7 +161,9 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     });
     cleanups.push(() => rmSync(stack.assemblyDirectory, { recursive: true, force: true }));
     progress('timing module initialisation of every function (fresh processes)...');
-    const bundles = await measureBundles(stack, options.importRuns ?? 5);
+    const baseline = options.naiveBaseline === false ? undefined : await buildBaselineBundles(process.cwd());
+    if (baseline) cleanups.push(() => baseline.cleanup());
+    const bundles = await measureBundles(stack, options.importRuns ?? 5, baseline?.bundles);
     const itemSizes = m5x24ItemSizes();
 
     let dynamoDbEndpoint = options.dynamoDbEndpoint;
@@ -183,6 +196,9 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       ec2Events: false,
       maxConcurrencyPerFunction: options.concurrency ?? 8,
       environment: {
+        // One Watch invocation per demand measurement, ending on its own.
+        WATCH_SECONDS: '40',
+        DRAIN_SECONDS: '5',
         AWS_ENDPOINT_URL_EC2: ec2Tap.url,
         AWS_ENDPOINT_URL_DYNAMODB: dynamoDbTap.url,
       },
@@ -370,6 +386,36 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         WRITE_VERBS.has(request.verb) && request.name !== undefined && inSyncNames.has(request.name),
     ).length;
 
+    // ---- demand-to-pool latency: pods start on m5.large nodes of the burst, served by the sweep
+    // alone, then by the watcher
+    const demandNames = instanceIds
+      .filter((instanceId) => state.instance(instanceId)?.instanceType === 'm5.large')
+      .slice(0, options.demandNodes ?? 50)
+      .map((instanceId) => nodeNames.get(instanceId) as string);
+    const demandOptions = {
+      newPods: 5,
+      preAllocate: 8,
+      scale: options.scale,
+      random,
+      timeoutMs: Math.max(150_000 / options.scale, 60_000),
+    };
+    let demandToPool: BenchReport['demandToPool'];
+    if (demandNames.length > 0) {
+      cloud.ec2.throttling.reset();
+      progress(`demand-to-pool latency: pods start on ${demandNames.length} nodes, the sweep alone...`);
+      const sweepAlone = await measureDemandLatency(cloud, demandNames, { ...demandOptions, mode: 'sweep' });
+      cloud.ec2.throttling.reset();
+      progress(`demand-to-pool latency: pods start on ${demandNames.length} nodes, the watcher...`);
+      const watcher = await measureDemandLatency(cloud, demandNames, { ...demandOptions, mode: 'watcher' });
+      demandToPool = { watcher, sweepAlone };
+    }
+
+    const sweepCosts: SweepCost[] = [];
+    for (const nodes of options.sweepCostNodes ?? [100, 1_000, 5_000]) {
+      progress(`one steady-state sweep at ${nodes} nodes...`);
+      sweepCosts.push(await measureSweepCost(stack, dynamoDbEndpoint, nodes, progress));
+    }
+
     // ---- EC2 figures
     const burstCalls = cloud.ec2.calls.log.slice(marks.ec2Calls);
     const accepted = burstCalls.filter((call) => call.outcome !== 'throttled');
@@ -526,6 +572,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         unit: 'bytes',
         note: `the same record with 15 x 49 /28 prefixes stored as prefixes (11,760 addresses); expanded to single IPs it would be ${itemSizes.prefixesExpandedBytes} bytes.`,
       }),
+      ...(demandToPool ? demandFigures(demandToPool, singleNode, options.scale) : []),
+      ...sweepCosts.flatMap(sweepCostFigures),
       ...bundles.flatMap((bundle) => bundleFigures(bundle)),
     ];
 
@@ -539,6 +587,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         scale: options.scale,
         concurrency: options.concurrency ?? 8,
         importRuns: options.importRuns ?? 5,
+        demandNodes: options.demandNodes ?? 50,
+        sweepCostNodes: options.sweepCostNodes ?? [100, 1_000, 5_000],
         seed: options.seed ?? 1,
       },
       startedAt: new Date(startedAtMs).toISOString(),
@@ -588,6 +638,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         prefixesExpandedBytes: itemSizes.prefixesExpandedBytes,
       },
       bundles,
+      ...(demandToPool ? { demandToPool } : {}),
+      sweepCosts,
     };
     const chartSvg = renderReadyChart({
       title: `${n} nodes launched at once (${options.mix}${options.prefixDelegation ? ', prefixes' : ''}, first-interface-index ${options.firstInterfaceIndex})`,
@@ -623,7 +675,22 @@ function bundleFigures(bundle: BundleFigures): Figure[] {
         importMs: SDK_BUNDLE_REFERENCE.kubernetesClient.importMs,
         what: '@kubernetes/client-node 1.4.0 alone (1,043,156 B, 145 ms; the DynamoDB client it also needs has no row of its own)',
       };
+  const naive = bundle.baseline;
+  const baselineRows = naive
+    ? [
+        figure({
+          id: `init_ms_vs_naive_${name}`,
+          label: `module initialisation, ${name}, vs today's naive bundle`,
+          value: bundle.medianImportMs,
+          reference: naive.medianImportMs,
+          referenceKind: 'limit',
+          unit: 'ms',
+          note: `the same fresh-process import, alternated run by run with the naive ${naive.handlerFolder} bundle (the handler at the baseline commit, client-node imported eagerly; ${naive.bytes} bytes; ${naive.importMs.map((ms) => ms.toFixed(0)).join(', ')} ms). Target: at most half (ratio <= 0.50).`,
+        }),
+      ]
+    : [];
   return [
+    ...baselineRows,
     figure({
       id: `bundle_bytes_${name}`,
       label: `bundle size, ${name}`,
@@ -791,4 +858,75 @@ function parseJson(text: string): any {
 
 function sleep(milliseconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, milliseconds));
+}
+
+function demandFigures(
+  { watcher, sweepAlone }: NonNullable<BenchReport['demandToPool']>,
+  singleNode: SingleNodeRoundTrips | undefined,
+  scale: number,
+): Figure[] {
+  // Floor: the same chain for one node alone (event to usable pool), as measured above.
+  const floor = singleNode ? (singleNode.elapsedMs / 1000) * scale : undefined;
+  const rows: Figure[] = [];
+  for (const [mode, latency] of [
+    ['watcher', watcher],
+    ['sweep alone', sweepAlone],
+  ] as const) {
+    for (const [statistic, value] of [
+      ['p50', latency.p50Seconds],
+      ['p99', latency.p99Seconds],
+      ['max', latency.maxSeconds],
+    ] as const) {
+      rows.push(
+        figure({
+          id: `demand_to_pool_${mode.replace(' ', '_')}_${statistic}`,
+          label: `demand to pool, ${mode}, ${statistic}`,
+          value,
+          reference: floor,
+          unit: 'simulated s',
+          note: `pods start at once on ${latency.nodes} m5.large nodes (5 more pool IPs used each, past the pre-allocate watermark of 8); from the agent's status.ipam.used write to the first CiliumNode version whose pool meets the watermark again (${latency.served}/${latency.nodes} served). ${mode === 'watcher' ? 'One Watch invocation holds the watch; no sweep runs. Target: p99 <= 2 s.' : 'Only the scheduled sweep (every simulated minute) serves them; the pod starts fall at a seeded point of its period.'} Floor: one node alone, EC2 event to usable pool (${singleNode ? `${singleNode.roundTrips} round trips` : 'n/a'}).`,
+        }),
+      );
+    }
+  }
+  return rows;
+}
+
+function sweepCostFigures(cost: SweepCost): Figure[] {
+  const ec2Total = Object.values(cost.ec2Calls).reduce((sum, calls) => sum + calls, 0);
+  const note = `one {"task":"sweep"} invocation of the stack's Sweep function after ${cost.nodes} nodes were allocated and published (nothing changed since), read off pass-throughs.`;
+  return [
+    figure({
+      id: `sweep_cost_ec2_calls_${cost.nodes}`,
+      label: `steady-state sweep, ${cost.nodes} nodes, EC2 calls`,
+      value: ec2Total,
+      reference: Math.ceil(cost.nodes / 1000),
+      unit: 'calls',
+      note: `${note} Calls: ${formatCounts(cost.ec2Calls)}. Floor: one filtered DescribeInstances page per 1000 instances (nothing changed, nothing else to ask).`,
+    }),
+    figure({
+      id: `sweep_cost_rcu_${cost.nodes}`,
+      label: `steady-state sweep, ${cost.nodes} nodes, DynamoDB read units`,
+      value: cost.dynamoDbReadUnits,
+      reference: 0,
+      unit: 'RCU',
+      note: `${note} An eventually consistent Scan of every record: half a unit per 4 KB of items (item sizes by DynamoDB's rules); ${cost.dynamoDbWrites} writes. Floor 0: with nothing changed nothing needs reading (the platform offers no change feed the sweep could read instead, short of the stream the sync consumes).`,
+    }),
+    figure({
+      id: `sweep_cost_k8s_bytes_${cost.nodes}`,
+      label: `steady-state sweep, ${cost.nodes} nodes, bytes listed from the API server`,
+      value: cost.kubernetesListBytes,
+      reference: 0,
+      unit: 'bytes',
+      note: `${note} Response bytes of CiliumNode LIST requests; ${cost.kubernetesWrites} Kubernetes writes. Floor 0 (a watch delivers only changes).`,
+    }),
+    figure({
+      id: `sweep_cost_lambda_ms_${cost.nodes}`,
+      label: `steady-state sweep, ${cost.nodes} nodes, Lambda time`,
+      value: cost.lambdaMs,
+      reference: 0,
+      unit: 'ms',
+      note: `${note} Wall time of the invocation on the local cloud (billed duration on Lambda is of this order at 512 MB). Floor 0: nothing changed.`,
+    }),
+  ];
 }

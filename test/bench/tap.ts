@@ -24,6 +24,8 @@ export interface TapRecord {
   readonly errorType?: string;
   /** The answer body, when `keepBody` selected it. */
   readonly body?: string;
+  /** Bytes of the answer body. */
+  readonly responseBytes?: number;
 }
 
 export interface TapOptions {
@@ -90,6 +92,7 @@ export async function startTap(options: TapOptions): Promise<Tap> {
               ...base,
               endMs: nowMs(),
               statusCode,
+              responseBytes: Buffer.byteLength(text),
               ...(errorType === undefined ? {} : { errorType }),
               ...(options.keepBody?.(base) ? { body: text } : {}),
             });

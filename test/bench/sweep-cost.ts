@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto';
+import { EC2Client } from '@aws-sdk/client-ec2';
+import { createEc2NetworkAdapter } from '../../functions/aws/ec2-network.ts';
+import { withInstanceLimitsCatalog } from '../../functions/aws/instance-limits.ts';
+import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
+import { forEachWithConcurrency } from '../../functions/core/concurrency.ts';
+import type { Log } from '../../functions/core/ports.ts';
+import { KubernetesCiliumNodeApi } from '../../functions/k8s/ciliumnode-api.ts';
+import { buildKubeConfig } from '../../functions/k8s/kube-config.ts';
+import { Environment, readDefaultKnobs } from '../../functions/runtime/environment.ts';
+import { allocateNode } from '../../functions/services/allocate-node.ts';
+import { syncNode } from '../../functions/services/sync-node.ts';
+import { registerCiliumNode } from '../local-cloud/cilium-agent.ts';
+import { startLocalCloud } from '../local-cloud/local-cloud.ts';
+import type { SynthesizedStack } from '../local-cloud/synthesize.ts';
+import { nowMs, startTap } from './tap.ts';
+
+/**
+ * One steady-state sweep (nothing changed since the last one) at a given cluster size: a fresh
+ * local cloud is brought to N allocated and published nodes directly (the allocation and sync
+ * services in-process, no throttling), then the stack's Sweep function runs once and what it cost
+ * is read off recording pass-throughs: EC2 calls, DynamoDB read units (eventually consistent
+ * Scan: half a unit per 4 KB of items), bytes listed from the API server, and the invocation's
+ * milliseconds.
+ */
+
+export interface SweepCost {
+  readonly nodes: number;
+  readonly ec2Calls: Readonly<Record<string, number>>;
+  readonly dynamoDbReadUnits: number;
+  readonly dynamoDbWrites: number;
+  readonly kubernetesListBytes: number;
+  readonly kubernetesWrites: number;
+  readonly lambdaMs: number;
+}
+
+const SILENT: Log = { debug() {}, info() {}, warn() {}, error() {} };
+
+export async function measureSweepCost(
+  stack: SynthesizedStack,
+  dynamoDbEndpoint: string,
+  nodes: number,
+  progress: (line: string) => void,
+): Promise<SweepCost> {
+  const ec2Tap = await startTap({ service: 'ec2' });
+  const dynamoDbTap = await startTap({ service: 'dynamodb', upstream: dynamoDbEndpoint });
+  const k8sTap = await startTap({ service: 'kubernetes' });
+  const taps = [ec2Tap, dynamoDbTap, k8sTap];
+  const cloud = await startLocalCloud({
+    stack,
+    dynamoDbEndpoint,
+    runSchedules: false,
+    ec2Events: false,
+    simulateAgents: false,
+    streamPollIntervalMs: 3_600_000,
+    maxConcurrencyPerFunction: 1,
+    environment: { AWS_ENDPOINT_URL_EC2: ec2Tap.url, AWS_ENDPOINT_URL_DYNAMODB: dynamoDbTap.url },
+  });
+  try {
+    ec2Tap.setUpstream(cloud.ec2.url);
+    k8sTap.setUpstream(cloud.k8s.url);
+    progress(`  sweep cost at ${nodes} nodes: allocating and publishing every node...`);
+    await populate(cloud, nodes);
+    const marks = taps.map((tap) => tap.records.length);
+    const started = nowMs();
+    const result = await cloud.invoke('Sweep', { task: 'sweep' });
+    const lambdaMs = nowMs() - started;
+    if (result.status !== 'succeeded') throw new Error(`the sweep failed: ${JSON.stringify(result)}`);
+    const ec2Calls: Record<string, number> = {};
+    for (const record of ec2Tap.records.slice(marks[0]))
+      ec2Calls[record.operation] = (ec2Calls[record.operation] ?? 0) + 1;
+    const ddb = dynamoDbTap.records.slice(marks[1]);
+    const k8s = k8sTap.records.slice(marks[2]);
+    let itemBytes = 0;
+    for (const record of (await cloud.records()).values()) itemBytes += dynamoItemSizeBytes(record);
+    return {
+      nodes,
+      ec2Calls,
+      dynamoDbReadUnits: Math.ceil(itemBytes / 4096) / 2,
+      dynamoDbWrites: ddb.filter((record) => record.operation === 'PutItem').length,
+      kubernetesListBytes: k8s
+        .filter((record) => record.method === 'GET' && /ciliumnodes(\?|$)/.test(record.path))
+        .reduce((sum, record) => sum + (record.responseBytes ?? 0), 0),
+      kubernetesWrites: k8s.filter((record) => record.method !== 'GET').length,
+      lambdaMs,
+    };
+  } finally {
+    await cloud.stop();
+    await Promise.all(taps.map((tap) => tap.close()));
+  }
+}
+
+/** N running members, each allocated and published as its EC2 event would have left it. */
+async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, nodes: number): Promise<void> {
+  const { state } = cloud.ec2;
+  const { cluster } = cloud;
+  const allocate = cloud.model.functions.find((definition) => definition.logicalId.startsWith('Allocate'));
+  const environment = new Environment((allocate?.environment ?? {}) as Record<string, string>);
+  const clusterName = cluster.clusterName;
+  const client = new EC2Client({
+    region: 'us-east-1',
+    endpoint: cloud.ec2.url,
+    credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
+  });
+  const ec2 = withInstanceLimitsCatalog(createEc2NetworkAdapter({ client, clusterName }));
+  const kubeConfig = buildKubeConfig(
+    { kind: 'kubeconfig', path: cloud.k8s.writeKubeconfig() },
+    { credentials: async () => ({ accessKeyId: 'unused', secretAccessKey: 'unused' }) },
+  );
+  const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig);
+  const store = cloud.table.store;
+  // Room for 5000 nodes' addresses: three /18 node subnets in two AZs.
+  const subnets = ['10.0.64.0/18', '10.0.128.0/18', '10.0.192.0/18'].map((cidrBlock, index) =>
+    state.addSubnet({
+      vpcId: cluster.vpc.vpcId,
+      availabilityZone: cluster.availabilityZones[index % 2] as string,
+      cidrBlock,
+      tags: { Name: `sweep-cost-${index}` },
+    }),
+  );
+  const instances = Array.from({ length: nodes }, (_, index) =>
+    state.launchInstance({
+      instanceType: index % 3 === 2 ? 't3.medium' : 'm5.large',
+      subnetId: (subnets[index % subnets.length] as (typeof subnets)[number]).subnetId,
+      securityGroupIds: [cluster.securityGroups.nodes.groupId],
+      tags: { [`kubernetes.io/cluster/${clusterName}`]: 'owned' },
+    }),
+  );
+  for (const instance of instances)
+    registerCiliumNode(cloud.k8s, instance.privateDnsName, instance.instanceId);
+  await forEachWithConcurrency(instances, 32, async (instance) => {
+    await allocateNode(instance.instanceId, {
+      store,
+      ec2,
+      ciliumNodes,
+      publish: (record, ciliumNode) =>
+        syncNode(record.instanceId, { store, ciliumNodes, log: SILENT }, { record, ciliumNode }),
+      settings: {
+        clusterName,
+        clusterTagValues: ['owned', 'shared'],
+        nodeNaming: 'private-dns-name',
+        defaultKnobs: readDefaultKnobs(environment),
+        prefixDelegationEnabled: false,
+        eniTags: {},
+        leaseDurationMs: 180_000,
+        consistencyGraceMs: 0,
+        maxRoundsPerInvocation: 32,
+        maxAttachAttempts: 5,
+      },
+      clock: Date.now,
+      log: SILENT,
+      invocationId: randomUUID(),
+    });
+  });
+}
