@@ -57,8 +57,9 @@ export async function watchCiliumNodes(
   try {
     await session.run(deadlineEpochMs);
   } finally {
-    renewal.stop();
+    // Still renewing while the nodes being served finish: no successor starts before we end.
     await session.drain();
+    renewal.stop();
   }
   const released = await deps.leases.release(deps.invocationId, session.progress.checkpoint());
   const summary = session.summary(

@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { EC2Client } from '@aws-sdk/client-ec2';
 import { createEc2NetworkAdapter } from '../../functions/aws/ec2-network.ts';
 import { withInstanceLimitsCatalog } from '../../functions/aws/instance-limits.ts';
@@ -10,6 +13,7 @@ import { buildKubeConfig } from '../../functions/k8s/kube-config.ts';
 import { Environment, readDefaultKnobs } from '../../functions/runtime/environment.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
+import { DEFAULT_TOKEN, kubeconfigYaml } from '../emulators/k8s/index.ts';
 import { registerCiliumNode } from '../local-cloud/cilium-agent.ts';
 import { startLocalCloud } from '../local-cloud/local-cloud.ts';
 import type { SynthesizedStack } from '../local-cloud/synthesize.ts';
@@ -46,6 +50,9 @@ export async function measureSweepCost(
   const dynamoDbTap = await startTap({ service: 'dynamodb', upstream: dynamoDbEndpoint });
   const k8sTap = await startTap({ service: 'kubernetes' });
   const taps = [ec2Tap, dynamoDbTap, k8sTap];
+  const workDirectory = mkdtempSync(join(tmpdir(), 'bench-sweep-cost-'));
+  const kubeconfigPath = join(workDirectory, 'kubeconfig');
+  writeFileSync(kubeconfigPath, kubeconfigYaml(k8sTap.url, DEFAULT_TOKEN));
   const cloud = await startLocalCloud({
     stack,
     dynamoDbEndpoint,
@@ -54,7 +61,11 @@ export async function measureSweepCost(
     simulateAgents: false,
     streamPollIntervalMs: 3_600_000,
     maxConcurrencyPerFunction: 1,
-    environment: { AWS_ENDPOINT_URL_EC2: ec2Tap.url, AWS_ENDPOINT_URL_DYNAMODB: dynamoDbTap.url },
+    environment: {
+      AWS_ENDPOINT_URL_EC2: ec2Tap.url,
+      AWS_ENDPOINT_URL_DYNAMODB: dynamoDbTap.url,
+      KUBECONFIG: kubeconfigPath,
+    },
   });
   try {
     ec2Tap.setUpstream(cloud.ec2.url);
@@ -87,6 +98,7 @@ export async function measureSweepCost(
   } finally {
     await cloud.stop();
     await Promise.all(taps.map((tap) => tap.close()));
+    rmSync(workDirectory, { recursive: true, force: true });
   }
 }
 
