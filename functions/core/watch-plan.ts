@@ -1,5 +1,6 @@
+import { agentDemandOf } from './agent-protocol.ts';
 import type { CiliumNode, ReleaseStatus } from './ciliumnode.ts';
-import { instanceIdOfCiliumNode, knobsFromCiliumNode, usedIps } from './knobs.ts';
+import { instanceIdOfCiliumNode, knobsFromCiliumNode } from './knobs.ts';
 import type { NodeKnobs } from './model.ts';
 import { calculateNeededIps, resolvePreAllocate } from './pool-math.ts';
 
@@ -22,14 +23,15 @@ export interface WatchTrigger {
 /**
  * IPs the node asks for beyond its pool, from the CiliumNode alone (no instance limits: the cap
  * they put on the pool is the allocator's business, and an uncapped estimate only errs towards
- * looking). 1.19 agents report demand in `status.ipam.used`; a 1.20 agent's
- * `spec.ipam.pools.requested` goes in as another `usedIpCount` source here.
+ * looking). The demand is the allocator's own (`agentDemandOf`), per protocol: a 1.19 agent's
+ * `status.ipam.used`, a 1.20 agent's `spec.ipam.pools.requested` less the agent's pre-allocation.
+ * The pool is `spec.ipam.pool`, which is written for both protocols.
  */
 export function ciliumNodeDemand(cn: CiliumNode, defaultKnobs: NodeKnobs): number {
   const knobs = knobsFromCiliumNode(cn, defaultKnobs);
   return calculateNeededIps({
     availableIpCount: Object.keys(cn.spec?.ipam?.pool ?? {}).length,
-    usedIpCount: usedIps(cn).length,
+    usedIpCount: agentDemandOf(cn).usedIpCount,
     preAllocate: resolvePreAllocate(knobs, undefined),
     minAllocate: knobs.minAllocate,
     maxAllocate: knobs.maxAllocate,
