@@ -41,15 +41,27 @@ export const DEFAULT_CILIUM_CONFIG: ConfigMapLocation = { namespace: 'kube-syste
 const CILIUM_API_GROUP = 'cilium.io';
 const CORE_API_GROUP = '';
 
-/** Allocate and sweep read knobs (spec.ipam.*, spec.eni.*) and demand (status.ipam.used). */
-export const CILIUMNODE_READER: KubernetesGroup = {
-  name: 'serverless-eni-ipam-reader',
+/**
+ * Allocate and sweep read knobs (spec.ipam.*, spec.eni.*) and demand (status.ipam.used,
+ * spec.ipam.pools.requested), and publish the record version they just wrote with the sync's own
+ * guarded patches (so new IPs are usable without waiting for the stream's sync).
+ */
+export const CILIUMNODE_ALLOCATOR: KubernetesGroup = {
+  name: 'serverless-eni-ipam-allocator',
   rules: [
     {
       apiGroups: [CILIUM_API_GROUP],
       resources: ['ciliumnodes'],
-      verbs: ['get', 'list'],
-      reason: 'allocate GETs the CiliumNode of the node it serves; sweep LISTs every CiliumNode',
+      verbs: ['get', 'list', 'create', 'patch'],
+      reason:
+        'allocate GETs the CiliumNode of the node it serves; sweep LISTs every CiliumNode; both publish what they wrote as the sync does: create a missing CiliumNode with an empty pool, patch spec.ipam.pool and the record-version annotation (JSON Patch with a resourceVersion test)',
+    },
+    {
+      apiGroups: [CILIUM_API_GROUP],
+      resources: ['ciliumnodes/status'],
+      verbs: ['patch'],
+      reason:
+        'allocate and sweep publish status.eni.enis, status.ipam.operator-status and the release handshake before the spec, as the sync does',
     },
   ],
   ciliumConfigRules: [
@@ -101,7 +113,7 @@ export const CILIUMNODE_WATCHER: KubernetesGroup = {
 };
 
 export const KUBERNETES_GROUPS: readonly KubernetesGroup[] = [
-  CILIUMNODE_READER,
+  CILIUMNODE_ALLOCATOR,
   CILIUMNODE_WRITER,
   CILIUMNODE_WATCHER,
 ];
@@ -111,8 +123,8 @@ export type IpamFunctionId = 'Allocate' | 'Sweep' | 'Sync' | 'Watch';
 
 /** The one group each function's role is mapped to. */
 export const FUNCTION_KUBERNETES_GROUPS: Readonly<Record<IpamFunctionId, KubernetesGroup>> = {
-  Allocate: CILIUMNODE_READER,
-  Sweep: CILIUMNODE_READER,
+  Allocate: CILIUMNODE_ALLOCATOR,
+  Sweep: CILIUMNODE_ALLOCATOR,
   Sync: CILIUMNODE_WRITER,
   Watch: CILIUMNODE_WATCHER,
 };

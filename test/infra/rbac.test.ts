@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
 import {
-  CILIUMNODE_READER,
+  CILIUMNODE_ALLOCATOR,
+  CILIUMNODE_WATCHER,
   CILIUMNODE_WRITER,
   FUNCTION_KUBERNETES_GROUPS,
   KUBERNETES_GROUPS,
@@ -30,29 +31,46 @@ describe('the RBAC manifest', () => {
         { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group.name },
       ]);
     }
-    const verbs = (rules: typeof CILIUMNODE_READER.rules) => rules.flatMap((rule) => rule.verbs);
-    expect(new Set(verbs(CILIUMNODE_READER.rules))).toEqual(new Set(['get', 'list']));
-    expect(verbs(KUBERNETES_GROUPS.flatMap((group) => group.rules))).not.toContain('watch');
+    const verbs = (rules: typeof CILIUMNODE_WATCHER.rules) => rules.flatMap((rule) => rule.verbs);
+    // The watcher only lists and watches; it is the only group that may watch.
+    expect(CILIUMNODE_WATCHER.rules).toEqual([
+      expect.objectContaining({
+        apiGroups: ['cilium.io'],
+        resources: ['ciliumnodes'],
+        verbs: ['list', 'watch'],
+      }),
+    ]);
+    expect(CILIUMNODE_WATCHER.ciliumConfigRules).toBeUndefined();
+    expect(
+      verbs(
+        KUBERNETES_GROUPS.filter((group) => group !== CILIUMNODE_WATCHER).flatMap((group) => group.rules),
+      ),
+    ).not.toContain('watch');
+    // Allocate and sweep publish what they wrote: the sync's verbs, no more (no update, delete).
+    expect(new Set(verbs(CILIUMNODE_ALLOCATOR.rules))).toEqual(new Set(['get', 'list', 'create', 'patch']));
+    expect(CILIUMNODE_ALLOCATOR.rules.map(({ resources, verbs }) => ({ resources, verbs }))).toEqual(
+      CILIUMNODE_WRITER.rules.map(({ resources, verbs }) => ({ resources, verbs })),
+    );
     expect(
       CILIUMNODE_WRITER.rules.find((rule) => rule.resources.includes('ciliumnodes/status'))?.verbs,
     ).toEqual(['patch']);
   });
 
-  it('grants the reader group get on cilium-config only, by name, in its namespace, through a Role', () => {
+  it('grants the allocator group get on cilium-config only, by name, in its namespace, through a Role', () => {
     const objects = parseAllDocuments(renderRbacManifest()).map((document) => document.toJS());
     const namespaced = objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding');
     expect(namespaced.map((o) => `${o.kind} ${o.metadata.namespace}/${o.metadata.name}`)).toEqual([
-      'Role kube-system/serverless-eni-ipam-reader',
-      'RoleBinding kube-system/serverless-eni-ipam-reader',
+      'Role kube-system/serverless-eni-ipam-allocator',
+      'RoleBinding kube-system/serverless-eni-ipam-allocator',
     ]);
     expect(namespaced[0].rules).toEqual([
       { apiGroups: [''], resources: ['configmaps'], resourceNames: ['cilium-config'], verbs: ['get'] },
     ]);
     expect(namespaced[1]).toMatchObject({
-      roleRef: { kind: 'Role', name: 'serverless-eni-ipam-reader' },
-      subjects: [{ kind: 'Group', name: 'serverless-eni-ipam-reader' }],
+      roleRef: { kind: 'Role', name: 'serverless-eni-ipam-allocator' },
+      subjects: [{ kind: 'Group', name: 'serverless-eni-ipam-allocator' }],
     });
-    // No ClusterRole mentions ConfigMaps; the writer (sync) reads none.
+    // No ClusterRole mentions ConfigMaps; the writer (sync) and the watcher read none.
     const clusterRules = objects.filter((o) => o.kind === 'ClusterRole').flatMap((o) => o.rules);
     expect(clusterRules.flatMap((rule: { resources: string[] }) => rule.resources)).not.toContain(
       'configmaps',

@@ -7,7 +7,7 @@ import { nodeTableSchema } from '../../functions/aws/node-table-schema.ts';
 import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
 import { readStackConfig, StackConfigError } from '../../infra/config.ts';
 import {
-  CILIUMNODE_READER,
+  CILIUMNODE_ALLOCATOR,
   CILIUMNODE_WATCHER,
   CILIUMNODE_WRITER,
   type IpamFunctionId,
@@ -194,7 +194,7 @@ describe('the stack', () => {
     expect(actions).not.toContain('dynamodb:PutItem');
   });
 
-  it('maps the allocate and sweep roles to the reader group, the sync role to the writer group, the watch role to the watcher group', () => {
+  it('maps the allocate and sweep roles to the allocator group, the sync role to the writer group, the watch role to the watcher group', () => {
     const entries = template.findResources('AWS::EKS::AccessEntry');
     expect(Object.keys(entries)).toHaveLength(4);
     const groupOf = (functionId: IpamFunctionId) => {
@@ -203,8 +203,8 @@ describe('the stack', () => {
       expect(JSON.stringify(entry?.[1].Properties.PrincipalArn)).toContain(`${functionId}Role`);
       return entry?.[1].Properties.KubernetesGroups;
     };
-    expect(groupOf('Allocate')).toEqual([CILIUMNODE_READER.name]);
-    expect(groupOf('Sweep')).toEqual([CILIUMNODE_READER.name]);
+    expect(groupOf('Allocate')).toEqual([CILIUMNODE_ALLOCATOR.name]);
+    expect(groupOf('Sweep')).toEqual([CILIUMNODE_ALLOCATOR.name]);
     expect(groupOf('Sync')).toEqual([CILIUMNODE_WRITER.name]);
     expect(groupOf('Watch')).toEqual([CILIUMNODE_WATCHER.name]);
   });

@@ -1,10 +1,16 @@
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CILIUMNODE_READER, CILIUMNODE_WRITER, rbacObjects } from '../../../infra/kubernetes-access.ts';
+import {
+  CILIUMNODE_ALLOCATOR,
+  CILIUMNODE_WATCHER,
+  CILIUMNODE_WRITER,
+  rbacObjects,
+} from '../../../infra/kubernetes-access.ts';
 import { DEFAULT_TOKEN, type K8sEmulator, kubeconfigYaml, startK8sEmulator } from './index.ts';
 import { apiError, CILIUM_NODES, exampleCiliumNode, mergePatch } from './test-helpers.ts';
 
-const READER_TOKEN = 'reader-token';
+const ALLOCATOR_TOKEN = 'allocator-token';
+const WATCHER_TOKEN = 'watcher-token';
 const WRITER_TOKEN = 'writer-token';
 
 let emulator: K8sEmulator;
@@ -25,7 +31,8 @@ beforeAll(async () => {
   emulator = await startK8sEmulator({
     identities: {
       [DEFAULT_TOKEN]: { user: 'kubernetes-admin', groups: ['system:masters'] },
-      [READER_TOKEN]: { user: 'allocate', groups: [CILIUMNODE_READER.name] },
+      [ALLOCATOR_TOKEN]: { user: 'allocate', groups: [CILIUMNODE_ALLOCATOR.name] },
+      [WATCHER_TOKEN]: { user: 'watch', groups: [CILIUMNODE_WATCHER.name] },
       [WRITER_TOKEN]: { user: 'sync', groups: [CILIUMNODE_WRITER.name] },
     },
     rbac: rbacObjects(),
@@ -38,20 +45,18 @@ const node = { ...CILIUM_NODES, name: 'node-a' };
 const statusPatch = { ...node, body: { status: { ipam: { 'operator-status': { error: '' } } } } };
 
 describe('RBAC of the functions’ groups', () => {
-  it('lets the reader group get and list, and forbids it every write with 403 Forbidden', async () => {
-    const reader = apiAs(READER_TOKEN);
-    await expect(reader.getClusterCustomObject(node)).resolves.toMatchObject({
-      metadata: { name: 'node-a' },
-    });
-    await expect(reader.listClusterCustomObject(CILIUM_NODES)).resolves.toMatchObject({ items: [{}] });
-    const denied = await apiError(reader.patchClusterCustomObjectStatus(statusPatch, mergePatch()));
+  it('lets the watcher group list, and forbids it get and every write with 403 Forbidden', async () => {
+    const watcher = apiAs(WATCHER_TOKEN);
+    await expect(watcher.listClusterCustomObject(CILIUM_NODES)).resolves.toMatchObject({ items: [{}] });
+    expect((await apiError(watcher.getClusterCustomObject(node))).code).toBe(403);
+    const denied = await apiError(watcher.patchClusterCustomObjectStatus(statusPatch, mergePatch()));
     expect(denied.code).toBe(403);
     expect(denied.status).toMatchObject({
       reason: 'Forbidden',
       message:
-        'ciliumnodes.cilium.io "node-a" is forbidden: User "allocate" cannot patch resource "ciliumnodes/status" in API group "cilium.io" at the cluster scope',
+        'ciliumnodes.cilium.io "node-a" is forbidden: User "watch" cannot patch resource "ciliumnodes/status" in API group "cilium.io" at the cluster scope',
     });
-    const create = reader.createClusterCustomObject({ ...CILIUM_NODES, body: exampleCiliumNode('node-b') });
+    const create = watcher.createClusterCustomObject({ ...CILIUM_NODES, body: exampleCiliumNode('node-b') });
     expect((await apiError(create)).code).toBe(403);
     expect(emulator.store.get('node-b')).toBeUndefined();
   });
@@ -73,11 +78,11 @@ describe('RBAC of the functions’ groups', () => {
     expect(emulator.store.get('node-a')?.metadata.labels).toEqual({ a: 'b' });
   });
 
-  it('lets the reader group get cilium-config in its namespace, and nothing else of ConfigMaps (403)', async () => {
+  it('lets the allocator group get cilium-config in its namespace, and nothing else of ConfigMaps (403)', async () => {
     emulator.configMaps.put('kube-system', 'cilium-config', { 'eni-first-interface-index': '1' });
     emulator.configMaps.put('kube-system', 'aws-auth', { mapRoles: '[]' });
     emulator.configMaps.put('default', 'cilium-config', { ipam: 'eni' });
-    const reader = coreAs(READER_TOKEN);
+    const reader = coreAs(ALLOCATOR_TOKEN);
     await expect(
       reader.readNamespacedConfigMap({ namespace: 'kube-system', name: 'cilium-config' }),
     ).resolves.toMatchObject({ data: { 'eni-first-interface-index': '1' } });
@@ -114,7 +119,8 @@ describe('RBAC of the functions’ groups', () => {
       headers: { authorization: 'Bearer stolen' },
     });
     expect(stolen.status).toBe(401);
-    expect(emulator.requests.count({ user: 'allocate', statusCode: 403 })).toBe(5);
+    expect(emulator.requests.count({ user: 'allocate', statusCode: 403 })).toBe(3);
+    expect(emulator.requests.count({ user: 'watch', statusCode: 403 })).toBe(3);
     // Only the admin's one ConfigMap list above.
     expect(emulator.requests.count({ user: 'kubernetes-admin' })).toBe(1);
   });
