@@ -144,8 +144,16 @@ export class EniIpamStack extends Stack {
 
     this.watchFunction = addCiliumNodeWatcher(this, {
       config,
-      environment: allocationEnvironment,
-      nodeTableArn: table.tableArn,
+      environment: {
+        DEFAULT_PRE_ALLOCATE: String(config.preAllocate),
+        DEFAULT_MIN_ALLOCATE: String(config.minAllocate),
+        DEFAULT_MAX_ALLOCATE: String(config.maxAllocate),
+        DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
+        DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
+        PAUSED: String(config.paused),
+        ...kubernetesEnvironment,
+      },
+      allocateFunction: this.allocateFunction.function,
       metricsNamespace,
     }).watchFunction;
 
@@ -171,7 +179,12 @@ export class EniIpamStack extends Stack {
     this.connectStreamToSync();
     this.parkFailedInvocations();
     // The functions that talk to the API server (garbage collection only talks to EC2 and DynamoDB).
-    const kubernetesClients = [this.allocateFunction, this.sweepFunction, this.syncFunction];
+    const kubernetesClients = [
+      this.allocateFunction,
+      this.sweepFunction,
+      this.syncFunction,
+      this.watchFunction,
+    ];
     if (config.vpcSubnetIds && config.vpcSecurityGroupIds) {
       for (const client of kubernetesClients) {
         placeInVpc(client, { subnetIds: config.vpcSubnetIds, securityGroupIds: config.vpcSecurityGroupIds });

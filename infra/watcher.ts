@@ -3,18 +3,23 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type { Construct } from 'constructs';
 import { WATCH_STATE_KEY } from '../functions/aws/watch-lease.ts';
 import type { StackConfig } from './config.ts';
-import { grantEniManagement } from './ec2-permissions.ts';
 import { IpamFunction } from './ipam-function.ts';
 import { SERVICE_NAMES } from './service-names.ts';
 
 export interface CiliumNodeWatcherProps {
   readonly config: StackConfig;
-  /** The allocating functions' environment (the watcher allocates and releases through the same paths). */
+  /**
+   * The watcher's environment besides its own table and the allocate function: the Kubernetes
+   * connection, the default knobs (the watermark of nodes whose CiliumNode does not set them) and
+   * `PAUSED`.
+   */
   readonly environment: Readonly<Record<string, string>>;
-  readonly nodeTableArn: string;
+  /** Serves the nodes the watcher names (`{"task":"serve-node",...}`): the only function it invokes. */
+  readonly allocateFunction: lambda.IFunction;
   readonly metricsNamespace: string;
 }
 
@@ -29,7 +34,10 @@ export interface CiliumNodeWatcher {
  * own small table, which also keeps the resourceVersion to resume from; the tick that arrives in a
  * holder's last minute stands by and takes over). It serves nodes whose demand crossed the
  * watermark or whose release handshake the agent answered, within about a second of the agent's
- * write, where the sweep would take up to a minute; the sweep stays the safety net.
+ * write, where the sweep would take up to a minute; the sweep stays the safety net. Its role can
+ * invoke the allocate function (which does the work, with its own rights) and use its own table,
+ * nothing else: no EC2 action and no node-table access; in Kubernetes only `list` and `watch` on
+ * CiliumNodes (`CILIUMNODE_WATCHER`).
  */
 export function addCiliumNodeWatcher(scope: Construct, props: CiliumNodeWatcherProps): CiliumNodeWatcher {
   const stateTable = new dynamodb.Table(scope, 'WatchState', {
@@ -45,17 +53,20 @@ export function addCiliumNodeWatcher(scope: Construct, props: CiliumNodeWatcherP
     description: 'Watches CiliumNodes and serves demand that crossed the watermark within a second',
     timeout: Duration.minutes(15),
     memorySizeMb: 256,
-    environment: { ...props.environment, WATCH_TABLE_NAME: stateTable.tableName },
+    environment: {
+      ...props.environment,
+      WATCH_TABLE_NAME: stateTable.tableName,
+      ALLOCATE_FUNCTION_NAME: props.allocateFunction.functionName,
+    },
     logLevel: props.config.logLevel,
     metricsNamespace: props.metricsNamespace,
   });
   const role = watchFunction.role;
-  grantEniManagement(role, props.config);
   role.addToPrincipalPolicy(
     new iam.PolicyStatement({
-      sid: 'NodeTable',
-      actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
-      resources: [props.nodeTableArn],
+      sid: 'ServeNodes',
+      actions: ['lambda:InvokeFunction'],
+      resources: [props.allocateFunction.functionArn],
     }),
   );
   role.addToPrincipalPolicy(

@@ -9,6 +9,7 @@ import type {
   Tags,
   VpcView,
 } from './model.ts';
+import type { WatchTrigger } from './watch-plan.ts';
 
 /**
  * The node table, in domain terms. Implemented over DynamoDB by `functions/aws/node-table.ts`.
@@ -238,6 +239,16 @@ export interface WatchLeaseView {
   readonly endsAtEpochMs?: number | undefined;
   /** Where the next watcher resumes (opaque). */
   readonly resourceVersion?: string | undefined;
+}
+
+/**
+ * Serves one node for the watcher in the allocate function: the release step and/or the allocation,
+ * through the same paths as the sweep. Synchronous (the allocate function's invocation), so the
+ * watcher's resume point passes an event only once the work it started is done. Resolves when the
+ * invocation finished; rejects when it failed or could not be made (the sweep is the safety net).
+ */
+export interface NodeServicePort {
+  serve(trigger: WatchTrigger): Promise<void>;
 }
 
 /** Single flight and the resume point of the CiliumNode watcher (conditional writes). */

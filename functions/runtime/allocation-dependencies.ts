@@ -5,7 +5,6 @@ import { DynamoNodeRecordStore } from '../aws/node-table.ts';
 import { tableGenerationOf } from '../aws/table-generation.ts';
 import { agentReadsNodeKeys } from '../core/cilium-config.ts';
 import type { NodeKnobs } from '../core/model.ts';
-import type { CiliumNodeWatchPort } from '../core/ports.ts';
 import { kubernetesConnectionFromEnv } from '../k8s/kube-connection.ts';
 import { LazyCiliumNodeApi } from '../k8s/lazy-ciliumnode-api.ts';
 import { LazyConfigMapReader } from '../k8s/lazy-configmap-reader.ts';
@@ -28,8 +27,6 @@ export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId'>
    * `CILIUM_CONFIG_NAMESPACE`/`CILIUM_CONFIG_NAME`, read at most once by it).
    */
   readonly preAgentKnobsForInvocation: () => () => Promise<NodeKnobs>;
-  /** The same Kubernetes client, for the watcher's list and watch. */
-  readonly ciliumNodeWatch: CiliumNodeWatchPort;
   /** Starts loading the Kubernetes client (call when an invocation starts; see `LazyCiliumNodeApi`). */
   readonly prepareKubernetes: () => void;
 };
@@ -91,7 +88,6 @@ export function buildAllocationDependencies(
     store,
     ec2,
     ciliumNodes,
-    ciliumNodeWatch: ciliumNodes,
     prepareKubernetes: () => ciliumNodes.prepare(),
     publish: (record, ciliumNode) =>
       syncNode(record.instanceId, { store, ciliumNodes, log }, { record, ciliumNode }),

@@ -48,7 +48,7 @@ export function allocationMetrics(outcome: AllocationOutcome): MetricPoint[] {
  * at least one point to publish and a failing event still counts.
  */
 export function allocateEventMetrics(
-  status: 'rejected' | 'skipped' | 'allocated' | 'retired' | 'drained' | 'failed',
+  status: 'rejected' | 'skipped' | 'allocated' | 'retired' | 'drained' | 'served' | 'failed',
 ): MetricPoint[] {
   return [count(`ipam_allocate_events_${status}`, 1)];
 }

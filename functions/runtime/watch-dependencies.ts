@@ -1,8 +1,11 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { LambdaNodeService } from '../aws/allocate-invoker.ts';
 import { DynamoWatchLeaseStore } from '../aws/watch-lease.ts';
+import { kubernetesConnectionFromEnv } from '../k8s/kube-connection.ts';
+import { LazyCiliumNodeApi } from '../k8s/lazy-ciliumnode-api.ts';
 import type { WatchDependencies } from '../services/watch-ciliumnodes.ts';
-import { buildAllocationDependencies } from './allocation-dependencies.ts';
-import { Environment } from './environment.ts';
+import { Environment, readDefaultKnobs } from './environment.ts';
 import type { createLog } from './logger.ts';
 
 /** The watch function's dependencies (without the invocation id) and its time budget. */
@@ -11,24 +14,35 @@ export type WatchFunctionDependencies = Omit<WatchDependencies, 'invocationId'> 
   readonly watchMs: number;
   /** Kept free before the function's timeout to finish the nodes being served (`DRAIN_SECONDS`, default 90). */
   readonly drainMs: number;
+  /** Starts loading the Kubernetes client (call when an invocation starts; see `LazyCiliumNodeApi`). */
   readonly prepareKubernetes: () => void;
 };
 
 /**
- * The allocating functions' dependencies plus `WATCH_TABLE_NAME` (required), `WATCH_LEASE_SECONDS`
- * (default 30), `WATCH_CONCURRENCY` (default 16), `WATCH_STANDBY_SECONDS` (default 75: a little
- * over the schedule's minute, so one tick always stands by for the holder's end).
+ * From the environment the stack sets: `WATCH_TABLE_NAME` and `ALLOCATE_FUNCTION_NAME` (required),
+ * the Kubernetes connection (`EKS_*`, or `KUBECONFIG`), the default knobs (`DEFAULT_*`), `PAUSED`,
+ * `WATCH_LEASE_SECONDS` (default 30), `WATCH_CONCURRENCY` (default 16), `WATCH_STANDBY_SECONDS`
+ * (default 75: a little over the schedule's minute, so one tick always stands by for the holder's
+ * end). No EC2 client and no node table: the allocate function does that work.
  */
 export function buildWatchDependencies(
   variables: Readonly<Record<string, string | undefined>>,
   log: ReturnType<typeof createLog>,
 ): WatchFunctionDependencies {
   const environment = new Environment(variables);
-  const allocation = buildAllocationDependencies(variables, log);
+  const dynamoDb = new DynamoDBClient({});
+  const watcher = new LazyCiliumNodeApi(kubernetesConnectionFromEnv(variables), {
+    credentials: () => dynamoDb.config.credentials(),
+  });
   return {
-    ...allocation,
-    watcher: allocation.ciliumNodeWatch,
-    leases: new DynamoWatchLeaseStore(new DynamoDBClient({}), environment.string('WATCH_TABLE_NAME')),
+    watcher,
+    prepareKubernetes: () => watcher.prepare(),
+    leases: new DynamoWatchLeaseStore(dynamoDb, environment.string('WATCH_TABLE_NAME')),
+    nodes: new LambdaNodeService(new LambdaClient({}), environment.string('ALLOCATE_FUNCTION_NAME')),
+    defaultKnobs: readDefaultKnobs(environment),
+    paused: environment.boolean('PAUSED', false),
+    clock: Date.now,
+    log,
     watch: {
       leaseMs: environment.integer('WATCH_LEASE_SECONDS', 30) * 1000,
       concurrency: Math.max(1, environment.integer('WATCH_CONCURRENCY', 16)),

@@ -1,16 +1,23 @@
 import type { CiliumNode } from '../core/ciliumnode.ts';
+import type { NodeKnobs } from '../core/model.ts';
 import { NodeDispatcher } from '../core/node-dispatcher.ts';
-import type { CiliumNodeWatchEvent, CiliumNodeWatchPort, WatchLeaseStore } from '../core/ports.ts';
+import type {
+  CiliumNodeWatchEvent,
+  CiliumNodeWatchPort,
+  Log,
+  NodeServicePort,
+  WatchLeaseStore,
+} from '../core/ports.ts';
 import { type WatchTrigger, watchTrigger } from '../core/watch-plan.ts';
 import { WatchProgress } from '../core/watch-progress.ts';
-import { type AllocationDependencies, allocateNode } from './allocate-node.ts';
-import { type ReleaseSettings, releaseExcess } from './release-excess.ts';
 
 /**
  * The CiliumNode watcher: one invocation holds a watch on every CiliumNode until its deadline and
  * serves exactly the nodes whose demand crossed the watermark or whose release handshake the agent
- * answered (`watchTrigger`), through the same allocation and release paths as the EC2-event function
- * and the sweep, deduplicated and bounded (`NodeDispatcher`). Single flight through a lease renewed
+ * answered (`watchTrigger`), by handing each to the allocate function (`NodeServicePort`), which runs
+ * the sweep's release and allocation paths for it; deduplicated and bounded (`NodeDispatcher`). The
+ * watcher itself only lists and watches CiliumNodes: no EC2 call, no node-table access, no
+ * Kubernetes write. Paused (`paused`), it watches and logs what it would start, and starts nothing. Single flight through a lease renewed
  * every third of its duration (a crashed holder is replaced once it expires); the lease item keeps
  * the resume point (`WatchProgress`), so the next invocation continues from the last resourceVersion
  * whose work finished: a dropped stream is re-opened from the last event seen, a 410 Gone re-lists.
@@ -25,12 +32,19 @@ export interface WatchSettings {
   readonly standbyMs: number;
 }
 
-export interface WatchDependencies extends Omit<AllocationDependencies, 'invocationId'> {
+export interface WatchDependencies {
   readonly watcher: CiliumNodeWatchPort;
   readonly leases: WatchLeaseStore;
-  readonly release: ReleaseSettings;
+  /** Runs the work a trigger names, in the allocate function. */
+  readonly nodes: NodeServicePort;
+  /** The stack's defaults for knobs a CiliumNode does not set (the watermark's pre-allocate). */
+  readonly defaultKnobs: NodeKnobs;
+  /** The hand-over switch (`eni-ipam:paused`): observe and log, start nothing. */
+  readonly paused: boolean;
   readonly watch: WatchSettings;
   readonly invocationId: string;
+  readonly clock: () => number;
+  readonly log: Log;
   readonly sleep?: (milliseconds: number) => Promise<void>;
 }
 
@@ -42,7 +56,8 @@ export interface WatchSummary {
   readonly relists: number;
   /** Streams re-opened after a drop or failure. */
   readonly reconnects: number;
-  readonly served: { allocate: number; release: number; failed: number };
+  /** Nodes handed to the allocate function, those whose invocation failed, and (paused) those not handed over. */
+  readonly served: { allocate: number; release: number; failed: number; paused: number };
 }
 
 /** Watches until `deadlineEpochMs`, then waits for the nodes being served and hands the lease back. */
@@ -124,7 +139,7 @@ class WatchSession {
   private readonly dispatcher: NodeDispatcher;
   private readonly stopped = new AbortController();
   private counts = { events: 0, relists: 0, reconnects: 0 };
-  private served = { allocate: 0, release: 0, failed: 0 };
+  private served = { allocate: 0, release: 0, failed: 0, paused: 0 };
 
   constructor(
     private readonly deps: WatchDependencies,
@@ -201,28 +216,22 @@ class WatchSession {
   }
 
   private see(node: CiliumNode, resourceVersion: string): void {
-    const trigger = watchTrigger(
-      this.lastSeen.get(node.metadata.name),
-      node,
-      this.deps.settings.defaultKnobs,
-    );
+    const trigger = watchTrigger(this.lastSeen.get(node.metadata.name), node, this.deps.defaultKnobs);
     this.lastSeen.set(node.metadata.name, node);
-    if (trigger) this.dispatcher.dispatch(trigger, this.progress.add(resourceVersion));
+    if (trigger && this.deps.paused) {
+      this.served.paused++;
+      this.deps.log.info('paused: not serving a node the watcher would serve', { ...trigger });
+      this.progress.addFinished(resourceVersion);
+    } else if (trigger) this.dispatcher.dispatch(trigger, this.progress.add(resourceVersion));
     else this.progress.addFinished(resourceVersion);
   }
 
-  /** Release first (it may return marked IPs to the pool), then allocation, as the sweep does. */
+  /** One allocate-function invocation per run: release first, then allocation, as the sweep does. */
   private async serve(trigger: WatchTrigger): Promise<void> {
-    const deps = { ...this.deps, invocationId: this.deps.invocationId };
+    if (trigger.release) this.served.release++;
+    if (trigger.allocate) this.served.allocate++;
     try {
-      if (trigger.release) {
-        this.served.release++;
-        await releaseExcess(trigger.instanceId, deps);
-      }
-      if (trigger.allocate) {
-        this.served.allocate++;
-        await allocateNode(trigger.instanceId, deps);
-      }
+      await this.deps.nodes.serve(trigger);
     } catch (error) {
       this.served.failed++;
       this.deps.log.error('the watcher could not serve a node; the sweep will', {
@@ -249,7 +258,7 @@ class WatchSession {
 }
 
 function emptySummary(): Omit<WatchSummary, 'outcome'> {
-  return { events: 0, relists: 0, reconnects: 0, served: { allocate: 0, release: 0, failed: 0 } };
+  return { events: 0, relists: 0, reconnects: 0, served: { allocate: 0, release: 0, failed: 0, paused: 0 } };
 }
 
 function defaultSleep(milliseconds: number): Promise<void> {

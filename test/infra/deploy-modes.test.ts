@@ -107,9 +107,12 @@ describe('reachability: the cluster VPC when asked', () => {
       Allocate: vpcConfig,
       Sweep: vpcConfig,
       Sync: vpcConfig,
+      Watch: vpcConfig,
       GarbageCollection: undefined,
     });
-    for (const role of ['Allocate', 'Sweep', 'Sync']) {
+    // Lambda's own rights to place a function in a VPC (not the function's: the watcher still
+    // makes no EC2 call).
+    for (const role of ['Allocate', 'Sweep', 'Sync', 'Watch']) {
       template.hasResourceProperties('AWS::IAM::Policy', {
         Roles: [{ Ref: Match.stringLikeRegexp(`^${role}Role`) }],
         PolicyDocument: {
@@ -154,7 +157,14 @@ describe('every EKS authentication mode', () => {
   it('access-entry (API, API_AND_CONFIG_MAP): an access entry per API client role, IAM-token variables', () => {
     const { template } = synthesize(REAL_CLUSTER);
     const entries = Object.keys(template.findResources('AWS::EKS::AccessEntry'));
-    expect(entries.sort()).toEqual(['AllocateAccess', 'SweepAccess', 'SyncAccess']);
+    expect(entries.sort()).toEqual(['AllocateAccess', 'SweepAccess', 'SyncAccess', 'WatchAccess']);
+    const groupsOf = (entry: string) =>
+      template.findResources('AWS::EKS::AccessEntry')[entry]?.Properties.KubernetesGroups;
+    expect(groupsOf('AllocateAccess')).toEqual(['serverless-eni-ipam-allocator']);
+    expect(groupsOf('SweepAccess')).toEqual(['serverless-eni-ipam-allocator']);
+    expect(groupsOf('SyncAccess')).toEqual(['serverless-eni-ipam-writer']);
+    expect(groupsOf('WatchAccess')).toEqual(['serverless-eni-ipam-watcher']);
+    expect(environmentOf(template).Watch).toMatchObject({ EKS_CLUSTER_NAME: 'prod_eu' });
     expect(environmentOf(template).Sync).toMatchObject({ EKS_CLUSTER_NAME: 'prod_eu' });
   });
 
@@ -162,16 +172,22 @@ describe('every EKS authentication mode', () => {
     const { template } = synthesize({ ...REAL_CLUSTER, 'eni-ipam:kubernetesAccess': 'aws-auth' });
     expect(template.findResources('AWS::EKS::AccessEntry')).toEqual({});
     const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
-    for (const role of ['Allocate', 'Sweep', 'Sync']) {
+    for (const role of ['Allocate', 'Sweep', 'Sync', 'Watch']) {
       expect(outputs[`${role}RoleArn`]?.Value).toEqual({
         'Fn::GetAtt': [expect.stringMatching(`^${role}Role`), 'Arn'],
       });
     }
     const mapRoles = JSON.stringify(outputs.AwsAuthMapRoles?.Value);
-    for (const role of ['allocate', 'sweep', 'sync']) {
-      expect(mapRoles).toContain(`username: serverless-eni-ipam-${role}`);
+    for (const [role, group] of [
+      ['allocate', 'allocator'],
+      ['sweep', 'allocator'],
+      ['sync', 'writer'],
+      ['watch', 'watcher'],
+    ]) {
+      expect(mapRoles).toContain(
+        `username: serverless-eni-ipam-${role}\\n  groups:\\n    - serverless-eni-ipam-${group}\\n`,
+      );
     }
-    expect(mapRoles).toContain('- serverless-eni-ipam');
     for (const [name, variables] of Object.entries(environmentOf(template))) {
       expect(variables, name).toMatchObject({
         EKS_CLUSTER_NAME: 'prod_eu',
@@ -208,16 +224,25 @@ describe('a restored table', () => {
   const STREAM =
     'arn:aws:dynamodb:eu-west-1:210987654321:table/prod-nodes-restored/stream/2026-12-01T20:00:00.000';
 
-  it('uses eni-ipam:existingTableName and its stream instead of creating a table', () => {
+  it('uses eni-ipam:existingTableName and its stream instead of creating a node table', () => {
     const { template } = synthesize({
       ...REAL_CLUSTER,
       'eni-ipam:existingTableName': 'prod-nodes-restored',
       'eni-ipam:existingTableStreamArn': STREAM,
     });
-    expect(template.findResources('AWS::DynamoDB::Table')).toEqual({});
-    for (const [name, variables] of Object.entries(environmentOf(template))) {
+    // The one table created is the watcher's state (a lease and a resume point, no node data,
+    // no stream): a new one is as good as the old, so it is never restored.
+    const tables = template.findResources('AWS::DynamoDB::Table');
+    expect(Object.keys(tables)).toEqual([expect.stringMatching(/^WatchState/)]);
+    expect(Object.values(tables)[0]?.Properties.StreamSpecification).toBeUndefined();
+    const environments = environmentOf(template);
+    for (const [name, variables] of Object.entries(environments)) {
+      if (name === 'Watch') continue;
       expect(variables.TABLE_NAME, name).toBe('prod-nodes-restored');
     }
+    // The watcher reads no node record: it hands each node to the allocate function.
+    expect(environments.Watch).not.toHaveProperty('TABLE_NAME');
+    expect(environments.Watch?.WATCH_TABLE_NAME).toEqual({ Ref: expect.stringMatching(/^WatchState/) });
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { EventSourceArn: STREAM });
     template.hasResourceProperties('AWS::IAM::Policy', {
       PolicyDocument: {

@@ -166,17 +166,26 @@ describe('the stack', () => {
     }
   });
 
-  it('gives the watcher its own state table, the node table without Scan, and a schedule every minute', () => {
-    const actions = statementsOf(template, 'Watch').flatMap(actionsOf);
-    expect(actions).toEqual(
-      expect.arrayContaining([
-        'dynamodb:GetItem',
-        'dynamodb:PutItem',
-        'dynamodb:UpdateItem',
-        'ec2:DescribeInstances',
-      ]),
-    );
-    expect(actions).not.toContain('dynamodb:Scan');
+  it('lets the watcher invoke the allocate function and use its own state table, nothing else; a schedule every minute', () => {
+    const statements = statementsOf(template, 'Watch');
+    const actions = statements.flatMap(actionsOf);
+    // No EC2 action and no node-table access: the allocate function does that work, with its rights.
+    expect(actions.filter((action) => action.startsWith('ec2:'))).toEqual([]);
+    // Besides its logs and its failed-invocation queue: its own table and the one invoke.
+    expect(actions.filter((action) => /^(dynamodb|lambda):/.test(action)).sort()).toEqual([
+      'dynamodb:GetItem',
+      'dynamodb:UpdateItem',
+      'lambda:InvokeFunction',
+    ]);
+    const invoke = statements.find((statement) => actionsOf(statement).includes('lambda:InvokeFunction'));
+    expect(JSON.stringify(invoke?.Resource)).toMatch(/"Allocate[A-Za-z0-9]*Function[0-9A-F]{8}","Arn"/);
+    const state = statements.find((statement) => actionsOf(statement).includes('dynamodb:GetItem'));
+    expect(JSON.stringify(state?.Resource)).toContain('WatchState');
+    const watchEnvironment = Object.entries(template.findResources('AWS::Lambda::Function')).find(([id]) =>
+      id.startsWith('Watch'),
+    )?.[1].Properties.Environment.Variables;
+    expect(watchEnvironment).toMatchObject({ PAUSED: 'false', DEFAULT_PRE_ALLOCATE: '8' });
+    expect(watchEnvironment).not.toHaveProperty('TABLE_NAME');
     const schedules = Object.values(template.findResources('AWS::Events::Rule')).filter(
       (rule) => rule.Properties.ScheduleExpression === 'rate(1 minute)',
     );

@@ -12,6 +12,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { DynamoNodeRecordStore } from '../../functions/aws/node-table.ts';
 import { EC2_STATE_CHANGE_DETAIL_TYPE } from '../../functions/core/events.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
+import { Ec2Authorizer } from '../emulators/ec2/authorization.ts';
 import {
   type ClusterSeed,
   type Ec2Emulator,
@@ -35,6 +36,7 @@ import {
   identityOfFunction,
   kubernetesAuthorization,
 } from './identities.ts';
+import { startLocalLambdaApi } from './lambda-api.ts';
 import {
   type FunctionStats,
   type InvocationResult,
@@ -360,8 +362,36 @@ async function start(
       logs.push(line);
       if (logs.length > 5_000) logs.splice(0, logs.length - 5_000);
     });
+  // Lambda's Invoke API, for one function invoking another (the watcher the allocate function),
+  // authorized by the caller's role as IAM would: `lambda:InvokeFunction` on the function's ARN.
+  const logicalIdOfName = (functionName: string) =>
+    model.functions.find((definition) => functionNames[definition.logicalId] === functionName)?.logicalId;
+  const invokeAuthorizers = new Map<string, Ec2Authorizer>();
+  const deniedInvokes: string[] = [];
+  const lambdaApi = await startLocalLambdaApi(
+    async (functionName, event) => {
+      const logicalId = logicalIdOfName(functionName);
+      return logicalId === undefined ? undefined : invokeByLogicalId(logicalId, event);
+    },
+    async (accessKeyId, functionName) => {
+      const logicalId = logicalIdOfName(functionName);
+      const resourceArn = logicalId === undefined ? functionName : functionArn(logicalId);
+      const authorizer = invokeAuthorizers.get(accessKeyId);
+      const denial =
+        authorizer === undefined
+          ? { message: `The security token included in the request is invalid (${accessKeyId})` }
+          : await authorizer.firstDenial([
+              { action: 'lambda:InvokeFunction', resourceArn, resourceAccount: LOCAL_ACCOUNT, context: {} },
+            ]);
+      if (denial === undefined) return undefined;
+      deniedInvokes.push(functionName);
+      return denial.message;
+    },
+  );
+  cleanups.push(() => lambdaApi.close());
   const endpoints = {
     AWS_ENDPOINT_URL: NOWHERE,
+    AWS_ENDPOINT_URL_LAMBDA: lambdaApi.url,
     AWS_ENDPOINT_URL_EC2: ec2.url,
     AWS_ENDPOINT_URL_DYNAMODB: dynamoDbEndpoint,
     AWS_ENDPOINT_URL_DYNAMODB_STREAMS: dynamoDbEndpoint,
@@ -378,10 +408,12 @@ async function start(
     const identity = identityOfFunction(definition.logicalId, identities);
     const credentials = functionCredentials(definition.logicalId);
     const roleLogicalId = functionRoleLogicalId(stack.template, definition.logicalId);
-    ec2.setIdentity(credentials.accessKeyId, {
+    const iamIdentity = {
       principalArn: `arn:aws:sts::${LOCAL_ACCOUNT}:assumed-role/${physicalName(stack.stackName, roleLogicalId)}/${functionName}`,
       policies: policies.get(roleLogicalId) ?? [],
-    });
+    };
+    ec2.setIdentity(credentials.accessKeyId, iamIdentity);
+    invokeAuthorizers.set(credentials.accessKeyId, new Ec2Authorizer(iamIdentity, LOCAL_ACCOUNT));
     const environment = {
       ...resolveEnvironment(definition, localValues),
       ...lambdaRuntimeVariables(definition, functionName),
@@ -591,7 +623,7 @@ async function start(
     },
     records,
     summary: async (instanceIds = launched) => summarize(ec2.state, k8s, await records(), instanceIds),
-    denials: () => denialsOf(ec2.calls.log, k8s.requests.all()),
+    denials: () => denialsOf(ec2.calls.log, k8s.requests.all(), deniedInvokes),
     functionStats: () => functionStatsOf(runners),
     updateFunctionEnvironment: async (variables) => {
       const replaced = [...runners.entries()].map(([logicalId, runner]) => {

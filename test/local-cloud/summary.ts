@@ -125,11 +125,17 @@ export interface Denials {
   readonly ec2: Readonly<Record<string, number>>;
   /** Kubernetes requests refused 401 or 403 (RBAC), by verb and resource. */
   readonly kubernetes: Readonly<Record<string, number>>;
+  /** Lambda invokes IAM denied (one function invoking another), by function name. */
+  readonly lambda: Readonly<Record<string, number>>;
   readonly total: number;
 }
 
 /** The authorization denials among the calls made so far (floor 0: the roles allow what the functions do). */
-export function denialsOf(ec2Calls: readonly CallRecord[], k8sRequests: readonly RequestRecord[]): Denials {
+export function denialsOf(
+  ec2Calls: readonly CallRecord[],
+  k8sRequests: readonly RequestRecord[],
+  deniedInvokes: readonly string[] = [],
+): Denials {
   const ec2: Record<string, number> = {};
   for (const call of ec2Calls) if (call.deniedByIam === true) ec2[call.action] = (ec2[call.action] ?? 0) + 1;
   const kubernetes: Record<string, number> = {};
@@ -138,8 +144,13 @@ export function denialsOf(ec2Calls: readonly CallRecord[], k8sRequests: readonly
     const key = `${request.statusCode} ${request.verb} ${request.subresource === 'status' ? 'ciliumnodes/status' : 'ciliumnodes'}`;
     kubernetes[key] = (kubernetes[key] ?? 0) + 1;
   }
-  const total = [...Object.values(ec2), ...Object.values(kubernetes)].reduce((sum, count) => sum + count, 0);
-  return { ec2, kubernetes, total };
+  const lambda: Record<string, number> = {};
+  for (const functionName of deniedInvokes) lambda[functionName] = (lambda[functionName] ?? 0) + 1;
+  const total = [...Object.values(ec2), ...Object.values(kubernetes), ...Object.values(lambda)].reduce(
+    (sum, count) => sum + count,
+    0,
+  );
+  return { ec2, kubernetes, lambda, total };
 }
 
 /** One line: the denial counts, or that there were none. */
@@ -148,7 +159,7 @@ export function renderDenials(denials: Denials): string {
     Object.entries(counts)
       .map(([key, count]) => `${key} ${count}`)
       .join(', ') || 'none';
-  return `denied: ${denials.total} (EC2 by IAM: ${list(denials.ec2)}; Kubernetes: ${list(denials.kubernetes)})`;
+  return `denied: ${denials.total} (EC2 by IAM: ${list(denials.ec2)}; Kubernetes: ${list(denials.kubernetes)}; Lambda by IAM: ${list(denials.lambda)})`;
 }
 
 /** A fixed-width table of the nodes, then the first violations, if any. */

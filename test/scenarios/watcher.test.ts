@@ -2,8 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DynamoWatchLeaseStore, WATCH_STATE_KEY } from '../../functions/aws/watch-lease.ts';
-import type { CiliumNodeWatchPort, Ec2NetworkPort, WatchLeaseStore } from '../../functions/core/ports.ts';
-import { allocateNode } from '../../functions/services/allocate-node.ts';
+import type {
+  CiliumNodeWatchPort,
+  Ec2NetworkPort,
+  NodeServicePort,
+  WatchLeaseStore,
+} from '../../functions/core/ports.ts';
+import type { WatchTrigger } from '../../functions/core/watch-plan.ts';
+import { type AllocationDependencies, allocateNode } from '../../functions/services/allocate-node.ts';
+import { serveNode } from '../../functions/services/serve-node.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
 import {
   type WatchDependencies,
@@ -15,8 +22,10 @@ import { type AllocationHarness, startAllocationHarness } from '../support/alloc
 
 /**
  * The CiliumNode watcher against the real stand-ins (Kubernetes emulator through client-node,
- * DynamoDB Local, the EC2 emulator): demand served with no sweep running, and the watch surviving a
- * dropped stream, a 410 Gone and a watcher that dies mid-invocation.
+ * DynamoDB Local, the EC2 emulator): demand served with no sweep running (a 1.19 agent's and a 1.20
+ * agent's), nothing started when paused, and the watch surviving a dropped stream, a 410 Gone and a
+ * watcher that dies mid-invocation. The node service is the allocate function's own `serveNode`,
+ * run in-process (the deployed watcher invokes the allocate function with the same request).
  */
 
 let harness: AllocationHarness;
@@ -40,7 +49,8 @@ afterEach(async () => {
   await harness.close();
 });
 
-function watchDependencies(overrides: Partial<WatchDependencies> = {}): WatchDependencies {
+/** The allocate function's dependencies, publishing what it writes as the deployed one does. */
+function allocationDependencies(overrides: Partial<AllocationDependencies> = {}): AllocationDependencies {
   const base = harness.dependencies();
   return {
     ...base,
@@ -50,9 +60,37 @@ function watchDependencies(overrides: Partial<WatchDependencies> = {}): WatchDep
         { store: harness.table.store, ciliumNodes: harness.ciliumNodes, log: base.log },
         { record, ciliumNode },
       ),
+    ...overrides,
+  };
+}
+
+/** What the allocate function does with a serve-node request, in-process; records every request. */
+function inProcessNodeService(deps: () => AllocationDependencies = allocationDependencies) {
+  const requests: WatchTrigger[] = [];
+  const service: NodeServicePort = {
+    serve: async (trigger) => {
+      requests.push(trigger);
+      await serveNode(trigger, {
+        ...deps(),
+        invocationId: randomUUID(),
+        release: { enabled: false, delayMs: 0 },
+      });
+    },
+  };
+  return { service, requests };
+}
+
+function watchDependencies(overrides: Partial<WatchDependencies> = {}): WatchDependencies {
+  const base = harness.dependencies();
+  return {
     watcher: harness.ciliumNodes,
     leases,
-    release: { enabled: false, delayMs: 0 },
+    nodes: inProcessNodeService().service,
+    defaultKnobs: base.settings.defaultKnobs,
+    paused: false,
+    clock: base.clock,
+    log: base.log,
+    invocationId: randomUUID(),
     watch: { leaseMs: 600, concurrency: 4, standbyMs: 0 },
     sleep: (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds)),
     ...overrides,
@@ -68,7 +106,7 @@ function watchFor(milliseconds: number, overrides: Partial<WatchDependencies> = 
 async function readyNode(): Promise<InstanceRecord> {
   const instance = harness.launch('m5.large');
   await harness.createCiliumNode(instance);
-  await allocateNode(instance.instanceId, watchDependencies());
+  await allocateNode(instance.instanceId, allocationDependencies());
   expect(poolSize(instance)).toBe(8);
   return instance;
 }
@@ -99,6 +137,23 @@ function startPods(instance: InstanceRecord, count: number): void {
   );
 }
 
+/**
+ * A 1.20 agent starting pods: `count` more addresses requested in `spec.ipam.pools.requested`
+ * (it requests in-use plus pending plus its pre-allocation of 8), `status.ipam.used` left empty.
+ */
+function requestAsMultiPoolAgent(instance: InstanceRecord, count: number): void {
+  const node = harness.k8s.store.get(instance.privateDnsName) as unknown as {
+    spec: { ipam: Record<string, unknown> };
+  };
+  const requested = [{ pool: 'default', needed: { 'ipv4-addrs': 8 + count } }];
+  harness.k8s.store.update(
+    instance.privateDnsName,
+    { ...node, spec: { ...node.spec, ipam: { ...node.spec.ipam, pools: { requested } } } },
+    'main',
+    'update',
+  );
+}
+
 /** Secondary IPs EC2 holds for the instance: a node served twice would hold more than its pool needs. */
 function ipsInEc2(instance: InstanceRecord): number {
   return harness.ec2.state
@@ -119,6 +174,35 @@ describe('the CiliumNode watcher', () => {
     expect(ipsInEc2(instance)).toBe(13);
     expect((await leases.read()).holder).toBeUndefined();
     expect((await leases.read()).resourceVersion).toBe(summary.checkpoint);
+  });
+
+  it("serves a 1.20 agent's demand from spec.ipam.pools.requested, with no sweep running", async () => {
+    const instance = await readyNode();
+    const nodes = inProcessNodeService();
+    const watching = watchFor(2_500, { nodes: nodes.service });
+    await vi.waitFor(() => expect(harness.k8s.openWatches()).toBe(1));
+    requestAsMultiPoolAgent(instance, 5);
+    await vi.waitFor(() => expect(ipsInEc2(instance)).toBe(13), { timeout: 5_000 });
+    const summary = await watching;
+
+    expect(summary).toMatchObject({ outcome: 'watched', served: { allocate: 1, failed: 0 } });
+    expect(nodes.requests).toEqual([{ instanceId: instance.instanceId, allocate: true, release: false }]);
+    expect(poolSize(instance)).toBe(13);
+  });
+
+  it('paused, watches and starts nothing: no node handed over, nothing allocated', async () => {
+    const instance = await readyNode();
+    const nodes = inProcessNodeService();
+    const watching = watchFor(1_500, { nodes: nodes.service, paused: true });
+    await vi.waitFor(() => expect(harness.k8s.openWatches()).toBe(1));
+    startPods(instance, 5);
+    const summary = await watching;
+
+    expect(summary.events).toBeGreaterThanOrEqual(1);
+    expect(summary.served).toEqual({ allocate: 0, release: 0, failed: 0, paused: 1 });
+    expect(nodes.requests).toEqual([]);
+    expect(poolSize(instance)).toBe(8);
+    expect(ipsInEc2(instance)).toBe(8);
   });
 
   it('re-opens a dropped watch from the last event and misses nothing', async () => {
@@ -152,11 +236,14 @@ describe('the CiliumNode watcher', () => {
     const nodes = [await readyNode(), await readyNode(), await readyNode()];
     const victim = nodes[1] as InstanceRecord;
     const crash = crashSwitch();
-    const base = watchDependencies();
+    const base = allocationDependencies();
+    const doomedAllocation = allocationDependencies({
+      ec2: crash.hangAfterCrash(base.ec2, victim.instanceId),
+    });
     void watchCiliumNodes(
       watchDependencies({
         invocationId: 'doomed',
-        ec2: crash.hangAfterCrash(base.ec2, (eniId) => eniOf(victim) === eniId),
+        nodes: inProcessNodeService(() => doomedAllocation).service,
         leases: crash.freeze(leases),
         watcher: crash.freezeWatch(harness.ciliumNodes),
       }),
@@ -175,13 +262,10 @@ describe('the CiliumNode watcher', () => {
   });
 });
 
-function eniOf(instance: InstanceRecord): string | undefined {
-  return harness.ec2.state.networkInterfaces({ instanceId: instance.instanceId })[0]?.networkInterfaceId;
-}
-
 /**
- * A watcher process dying, in-process: once the victim's AssignPrivateIpAddresses is about to be
- * sent, every port of the doomed watcher hangs for good (its EC2 calls are never sent, its lease
+ * A watcher process dying, in-process: once the victim's first mutating EC2 call (an
+ * AssignPrivateIpAddresses on one of its ENIs, or a CreateNetworkInterface for it) is about to be
+ * sent, every port of the doomed watcher and of the allocation it started hangs for good (its EC2 calls are never sent, its lease
  * is never renewed or released, its watch stream is closed and never reports again).
  */
 function crashSwitch() {
@@ -190,13 +274,20 @@ function crashSwitch() {
   const never = <T>() => new Promise<T>(() => {});
   return {
     crashed: () => crashed,
-    hangAfterCrash(ec2: Ec2NetworkPort, isVictim: (eniId: string) => boolean): Ec2NetworkPort {
+    hangAfterCrash(ec2: Ec2NetworkPort, victimInstanceId: string): Ec2NetworkPort {
+      const isVictimEni = (eniId: unknown) =>
+        harness.ec2.state
+          .networkInterfaces({ instanceId: victimInstanceId })
+          .some((eni) => eni.networkInterfaceId === eniId);
       return new Proxy(ec2, {
         get(target, property, receiver) {
           const value = Reflect.get(target, property, receiver);
           if (typeof value !== 'function') return value;
           return (...args: unknown[]) => {
-            if (property === 'assignIps' && isVictim(String(args[0]))) {
+            const victimCall =
+              (property === 'assignIps' && isVictimEni(args[0])) ||
+              (property === 'createEni' && JSON.stringify(args[0]).includes(victimInstanceId));
+            if (victimCall) {
               crashed = true;
               dead.abort();
             }
