@@ -134,6 +134,7 @@ describe('failures are seen', () => {
       Sweep: 'serverless-eni-ipam-sweep',
       GarbageCollection: 'serverless-eni-ipam-garbage-collection',
       Sync: 'serverless-eni-ipam-sync',
+      Watch: 'serverless-eni-ipam-watch',
     });
   });
 
