@@ -1,0 +1,107 @@
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
+import type { InstanceRecord } from '../../emulators/ec2/index.ts';
+import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.ts';
+
+/**
+ * The watcher as deployed, on the synthesized stack: the Watch function (its role: its own table
+ * and lambda:InvokeFunction on the allocate function; its Kubernetes group: list and watch) hands
+ * a node whose demand crossed the watermark to the allocate function through Lambda's Invoke API,
+ * with no sweep running. Every EC2 call, Kubernetes request and invoke is authorized by the
+ * caller's own synthesized role or group: none may be denied.
+ */
+
+let cloud: LocalCloud | undefined;
+afterEach(async () => {
+  await cloud?.stop();
+  cloud = undefined;
+});
+
+async function startCloud(context: Record<string, unknown> = {}): Promise<LocalCloud> {
+  cloud = await startLocalCloud({
+    dynamoDbEndpoint: inject('dynamoDbEndpoint'),
+    runSchedules: false,
+    context,
+    // One Watch invocation ends on its own within the test.
+    environment: { WATCH_SECONDS: '6', DRAIN_SECONDS: '5' },
+  });
+  return cloud;
+}
+
+function ciliumNodeOf(local: LocalCloud, instance: InstanceRecord): CiliumNode {
+  return local.k8s.store.get(instance.privateDnsName) as unknown as CiliumNode;
+}
+
+/** Invocations of the allocate function so far (stats are keyed by logical id). */
+const allocateInvocations = (local: LocalCloud) =>
+  Object.entries(local.functionStats())
+    .filter(([logicalId]) => logicalId.startsWith('Allocate'))
+    .reduce((sum, [, stats]) => sum + stats.invocations, 0);
+
+const poolSize = (node: CiliumNode) => Object.keys(node.spec?.ipam?.pool ?? {}).length;
+
+/** The agent giving `count` pods a pool IP each, in status.ipam.used. */
+function startPods(local: LocalCloud, instance: InstanceRecord, count: number): void {
+  const node = ciliumNodeOf(local, instance) as CiliumNode & { status?: Record<string, unknown> };
+  const used = Object.fromEntries(
+    Object.keys(node.spec?.ipam?.pool ?? {})
+      .slice(0, count)
+      .map((ip, index) => [ip, { owner: `default/pod-${index}`, resource: '' }]),
+  );
+  local.k8s.store.update(
+    instance.privateDnsName,
+    { ...node, status: { ...node.status, ipam: { ...(node.status?.ipam as object), used } } } as never,
+    'status',
+    'update',
+  );
+}
+
+async function readyNode(local: LocalCloud): Promise<InstanceRecord> {
+  const instance = local.launchInstance('m5.large');
+  await local.settle();
+  expect(poolSize(ciliumNodeOf(local, instance))).toBe(8);
+  return instance;
+}
+
+describe('the deployed watcher on the local cloud', () => {
+  it('hands a node whose demand crossed the watermark to the allocate function, and nothing is denied', async () => {
+    const local = await startCloud();
+    const instance = await readyNode(local);
+    const invokesBefore = allocateInvocations(local);
+    const watching = local.invoke('Watch', { task: 'watch' });
+    await local.waitUntil(() => local.k8s.openWatches() > 0, { description: 'the watch is open' });
+    startPods(local, instance, 5);
+    await local.waitUntil(() => poolSize(ciliumNodeOf(local, instance)) === 13, {
+      timeoutMs: 10_000,
+      description: 'the pool grew to 13',
+    });
+    const result = await watching;
+
+    expect(result).toMatchObject({
+      status: 'succeeded',
+      payload: { outcome: 'watched', served: { allocate: 1, failed: 0, paused: 0 } },
+    });
+    expect(allocateInvocations(local) - invokesBefore).toBe(1);
+    expect(local.denials()).toMatchObject({ total: 0 });
+    const watchRequests = local.k8s.requests.all().filter((request) => /WatchRole/.test(request.user ?? ''));
+    expect(new Set(watchRequests.map((request) => request.verb))).toEqual(new Set(['list', 'watch']));
+  });
+
+  it('paused, watches and hands nothing over', async () => {
+    const local = await startCloud({ 'eni-ipam:paused': true });
+    const instance = local.launchInstance('m5.large');
+    await local.settle();
+    // Its agent registered a CiliumNode with an empty pool: demand the watcher sees at once.
+    expect(ciliumNodeOf(local, instance)).toBeDefined();
+    const invokesBefore = allocateInvocations(local);
+    const result = await local.invoke('Watch', { task: 'watch' });
+
+    expect(result).toMatchObject({
+      status: 'succeeded',
+      payload: { served: { allocate: 0, release: 0, failed: 0, paused: 1 } },
+    });
+    expect(allocateInvocations(local) - invokesBefore).toBe(0);
+    expect(poolSize(ciliumNodeOf(local, instance))).toBe(0);
+    expect(local.denials()).toMatchObject({ total: 0 });
+  });
+});
