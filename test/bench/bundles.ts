@@ -56,12 +56,19 @@ export async function measureBundles(
       const environment = functionEnvironment(definition, stack.stackName, kubeconfigPath);
       const folder = BASELINE_HANDLER[definition.logicalId.replace(/Function[0-9A-F]{8}$/, '')];
       const baseline = baselines?.find((candidate) => candidate.handlerFolder === folder);
+      // The naive handler runs with the environment of the function it was (the watcher's lacks
+      // the allocator's variables), in the same asset directory as the function measured.
+      const baselineDefinition =
+        model.functions.find((candidate) =>
+          candidate.logicalId.toLowerCase().startsWith(`${folder ?? ''}function`),
+        ) ?? definition;
+      const baselineEnvironment = functionEnvironment(baselineDefinition, stack.stackName, kubeconfigPath);
       const importMs: number[] = [];
       const baselineMs: number[] = [];
       // Alternated, so the machine's load weighs on both alike.
       for (let run = 0; run < runs; run++) {
         importMs.push(await timeImport(definition.entryFile, definition, environment));
-        if (baseline) baselineMs.push(await timeImport(baseline.entryFile, definition, environment));
+        if (baseline) baselineMs.push(await timeImport(baseline.entryFile, definition, baselineEnvironment));
       }
       results.push({
         logicalId: definition.logicalId,
