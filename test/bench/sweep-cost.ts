@@ -13,6 +13,7 @@ import { buildKubeConfig } from '../../functions/k8s/kube-config.ts';
 import { Environment, readDefaultKnobs } from '../../functions/runtime/environment.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
+import { EC2_ADMINISTRATOR } from '../emulators/ec2/authorization.ts';
 import { DEFAULT_TOKEN, kubeconfigYaml } from '../emulators/k8s/index.ts';
 import { registerCiliumNode } from '../local-cloud/cilium-agent.ts';
 import { startLocalCloud } from '../local-cloud/local-cloud.ts';
@@ -109,6 +110,9 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
   const allocate = cloud.model.functions.find((definition) => definition.logicalId.startsWith('Allocate'));
   const environment = new Environment((allocate?.environment ?? {}) as Record<string, string>);
   const clusterName = cluster.clusterName;
+  // Setting the cluster up is not what is measured: it runs as an EC2 administrator (the emulator
+  // authorizes every call by its access key), the measured sweep as its own synthesized role.
+  cloud.ec2.setIdentity('bench', EC2_ADMINISTRATOR);
   const client = new EC2Client({
     region: 'us-east-1',
     endpoint: cloud.ec2.url,
