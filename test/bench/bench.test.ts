@@ -211,6 +211,7 @@ describe('a tiny bench run', () => {
         'throttled_retries',
         'denied_ec2_calls',
         'denied_k8s_requests',
+        'denied_lambda_invokes',
         'time_to_last_ready',
         'single_node_round_trips',
         'ddb_condition_failures_per_write',
@@ -235,7 +236,11 @@ describe('a tiny bench run', () => {
     expect(report.readyNodes).toBe(3);
     // Authorization is enforced: the synthesized roles allow every call the functions make.
     const value = (id: string) => report.figures.find((item) => item.id === id)?.value;
-    expect({ ec2: value('denied_ec2_calls'), k8s: value('denied_k8s_requests') }).toEqual({ ec2: 0, k8s: 0 });
+    expect({
+      ec2: value('denied_ec2_calls'),
+      k8s: value('denied_k8s_requests'),
+      lambda: value('denied_lambda_invokes'),
+    }).toEqual({ ec2: 0, k8s: 0, lambda: 0 });
     expect(report.burst.invariantViolations).toBe(0);
     // first-interface-index 1: every node needed a new ENI, and one alone needs at least 9 round trips.
     expect(report.burst.newEnis).toBeGreaterThanOrEqual(3);

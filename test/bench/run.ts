@@ -428,6 +428,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const deniedK8s = cloud.k8s.requests
       .all()
       .filter((request) => request.statusCode === 401 || request.statusCode === 403);
+    // The watcher's invokes of the allocate function, authorized by its role.
+    const deniedInvokes = cloud.denials().lambda;
     let newEnis = 0;
     let floorAssigns = 0;
     for (const instanceId of instanceIds) {
@@ -511,6 +513,14 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         reference: 0,
         unit: 'requests',
         note: `requests of the whole run the Kubernetes emulator refused for authentication (401) or RBAC (403, each function's own group): ${formatCounts(countBy(deniedK8s.map((request) => `${request.verb} ${request.path}`.replace(/\/ciliumnodes\/[^/]+/, '/ciliumnodes/<name>'))))}. Floor 0.`,
+      }),
+      figure({
+        id: 'denied_lambda_invokes',
+        label: 'Lambda invokes denied by IAM',
+        value: Object.values(deniedInvokes).reduce((sum, count) => sum + count, 0),
+        reference: 0,
+        unit: 'invokes',
+        note: `function-to-function invokes of the whole run (the watcher's of the allocate function) the local Lambda API refused after evaluating the caller's synthesized role policies: ${formatCounts(deniedInvokes)}. Floor 0.`,
       }),
       figure({
         id: 'time_to_last_ready',
