@@ -71,6 +71,7 @@ export function buildAllocationDependencies(
   const dynamoDb = new DynamoDBClient({});
   const tableName = environment.string('TABLE_NAME');
   const store = new DynamoNodeRecordStore(dynamoDb, tableName);
+  const tableGeneration = tableGenerationOf(dynamoDb, tableName);
   const kubernetesConnection = kubernetesConnectionFromEnv(variables);
   const kubernetesCredentials = { credentials: () => ec2Client.config.credentials() };
   const ciliumConfig = new LazyConfigMapReader(kubernetesConnection, kubernetesCredentials, {
@@ -89,12 +90,18 @@ export function buildAllocationDependencies(
     ec2,
     ciliumNodes,
     prepareKubernetes: () => ciliumNodes.prepare(),
+    // The sync's own checks: the record-version annotation counts in this table, and a record is
+    // published only when stamped with it; paused, nothing is written.
     publish: (record, ciliumNode) =>
-      syncNode(record.instanceId, { store, ciliumNodes, log }, { record, ciliumNode }),
+      syncNode(
+        record.instanceId,
+        { store, ciliumNodes, log, tableGeneration, paused: settings.paused },
+        { record, ciliumNode },
+      ),
     settings,
     clock: Date.now,
     log,
-    tableGeneration: tableGenerationOf(dynamoDb, tableName),
+    tableGeneration,
     lifecycle: {
       store,
       ec2,

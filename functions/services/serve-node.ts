@@ -1,6 +1,7 @@
 import type { WatchTrigger } from '../core/watch-plan.ts';
 import { type AllocationOutcome, allocateNode } from './allocate-node.ts';
-import { type ReleaseDependencies, type ReleaseOutcome, releaseExcess } from './release-excess.ts';
+import { type ReleaseOutcome, releaseExcess } from './release-excess.ts';
+import type { ReleaseDependencies } from './release-record.ts';
 
 export type ServeNodeOutcome =
   | { readonly kind: 'paused' }
