@@ -136,6 +136,7 @@ describe('describes', () => {
     const instanceId = f.emulator.state.launchInstance({
       instanceType: 'm5.large',
       subnetId: subnets.nodesA.subnetId,
+      tags: { 'kubernetes.io/cluster/unit-cluster': 'owned' },
     }).instanceId;
     const { eni } = await attachedPodEni(f, instanceId, 1, { ipCount: 3 });
     expect(await freeIn(subnets.podsA.subnetId)).toBe((podsFree ?? 0) - 4);
