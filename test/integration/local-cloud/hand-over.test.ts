@@ -6,6 +6,7 @@ import {
 } from '../../../functions/core/ciliumnode.ts';
 import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { InstanceRecord } from '../../emulators/ec2/index.ts';
+import { isNonMutatingAction } from '../../emulators/ec2/throttling.ts';
 import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.ts';
 
 /**
@@ -15,18 +16,6 @@ import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.
  * the functions' PAUSED variable). Every node must end up served by us, and no EC2 call may ever
  * name one of the other allocator's ENIs.
  */
-
-const MUTATING = new Set([
-  'CreateNetworkInterface',
-  'AttachNetworkInterface',
-  'ModifyNetworkInterfaceAttribute',
-  'AssignPrivateIpAddresses',
-  'UnassignPrivateIpAddresses',
-  'DetachNetworkInterface',
-  'DeleteNetworkInterface',
-  'CreateTags',
-  'DeleteTags',
-]);
 
 let cloud: LocalCloud;
 const mutatingCalls: { action: string; params: Readonly<Record<string, string>> }[] = [];
@@ -41,7 +30,7 @@ beforeAll(async () => {
     timeScale: 60,
   });
   cloud.ec2.setBeforeApply((action, params) => {
-    if (MUTATING.has(action)) mutatingCalls.push({ action, params });
+    if (!isNonMutatingAction(action)) mutatingCalls.push({ action, params });
   });
 });
 afterAll(async () => {
