@@ -72,6 +72,16 @@ export class EniIpamStack extends Stack {
             EKS_CA_DATA: config.eksCertificateAuthorityData,
           }
         : {};
+    // The stack's knobs for nodes whose agent has not registered, and the pause switch: the
+    // allocating functions and the watcher (which judges demand with them) read the same values.
+    const preAgentEnvironment: Record<string, string> = {
+      DEFAULT_PRE_ALLOCATE: String(config.preAllocate),
+      DEFAULT_MIN_ALLOCATE: String(config.minAllocate),
+      DEFAULT_MAX_ALLOCATE: String(config.maxAllocate),
+      DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
+      DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
+      PAUSED: String(config.paused),
+    };
     const allocationEnvironment: Record<string, string> = {
       TABLE_NAME: table.tableName,
       CLUSTER_NAME: config.clusterName,
@@ -83,12 +93,7 @@ export class EniIpamStack extends Stack {
       ENI_TAGS: JSON.stringify(config.eniTags),
       ENI_GC_GRACE_MINUTES: String(config.eniGarbageCollectionGraceMinutes),
       RETIRED_RECORD_RETENTION_DAYS: String(config.retiredRecordRetentionDays),
-      DEFAULT_PRE_ALLOCATE: String(config.preAllocate),
-      DEFAULT_MIN_ALLOCATE: String(config.minAllocate),
-      DEFAULT_MAX_ALLOCATE: String(config.maxAllocate),
-      DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
-      DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
-      PAUSED: String(config.paused),
+      ...preAgentEnvironment,
       // The knobs for nodes whose agent has not registered yet (allocate and sweep read them).
       CILIUM_CONFIG_NAMESPACE: config.ciliumConfig.namespace,
       CILIUM_CONFIG_NAME: config.ciliumConfig.name,
@@ -145,12 +150,7 @@ export class EniIpamStack extends Stack {
     this.watchFunction = addCiliumNodeWatcher(this, {
       config,
       environment: {
-        DEFAULT_PRE_ALLOCATE: String(config.preAllocate),
-        DEFAULT_MIN_ALLOCATE: String(config.minAllocate),
-        DEFAULT_MAX_ALLOCATE: String(config.maxAllocate),
-        DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
-        DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
-        PAUSED: String(config.paused),
+        ...preAgentEnvironment,
         ...kubernetesEnvironment,
       },
       allocateFunction: this.allocateFunction.function,
