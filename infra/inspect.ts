@@ -10,7 +10,7 @@ import {
   RECORD_VERSION_ANNOTATION,
 } from '../functions/core/ciliumnode.ts';
 import type { NodeRecord } from '../functions/core/model.ts';
-import { appliedRecordVersion } from '../functions/core/sync-plan.ts';
+import { appliedRecordVersion } from '../functions/core/table-generation.ts';
 import { KubernetesCiliumNodeApi } from '../functions/k8s/ciliumnode-api.ts';
 import { LOCAL_CLOUD_STATE_FILE, stackOutput } from './resync.ts';
 

@@ -25,7 +25,7 @@ import { isIpv4Address, sortIpv4 } from './ip-math.ts';
 import { jsonEqual } from './json-equal.ts';
 import { instanceIdOfCiliumNode, usedIps } from './knobs.ts';
 import type { NodeRecord } from './model.ts';
-import { compareTableGenerations, isReconciledIn, parseTableGeneration } from './table-generation.ts';
+import { appliedRecordVersion, isReconciledIn, tableOfAnnotation } from './table-generation.ts';
 
 /**
  * Sync planning: given ONE node-record version and the CiliumNode as last read, the single next
@@ -90,32 +90,6 @@ export type SyncStep =
     };
 
 export type SyncWriteStep = Extract<SyncStep, { kind: 'create' | 'spec-claim' | 'status' | 'spec' }>;
-
-/**
- * The record version whose spec the CiliumNode carries, from its annotation; `undefined` when the
- * annotation is absent or not a non-negative integer (agents replace all annotations on restart),
- * or when it counts in another table generation than `table` (see `RECORD_TABLE_ANNOTATION`).
- */
-export function appliedRecordVersion(cn: CiliumNode, table?: string): number | undefined {
-  const annotations = cn.metadata.annotations;
-  const text = annotations?.[RECORD_VERSION_ANNOTATION];
-  if (table !== undefined && tableOfAnnotation(cn, table) !== 'same') return undefined;
-  return text !== undefined && /^(0|[1-9][0-9]*)$/.test(text) ? Number(text) : undefined;
-}
-
-/**
- * How the table generation the CiliumNode's record version counts in relates to `table`. No
- * record-table annotation (written before tables were named) counts as `table`'s own; one that
- * names no valid generation as older (it is replaced by the next claim, as any other table's is).
- */
-function tableOfAnnotation(cn: CiliumNode, table: string): 'same' | 'older' | 'newer' {
-  const countedIn = cn.metadata.annotations?.[RECORD_TABLE_ANNOTATION];
-  if (countedIn === undefined) return 'same';
-  const other = parseTableGeneration(countedIn);
-  const own = parseTableGeneration(table);
-  if (other === undefined || own === undefined) return countedIn === table ? 'same' : 'older';
-  return compareTableGenerations(other, own);
-}
 
 /**
  * Whether a record version of a NEWER table generation than `table` has claimed the CiliumNode.

@@ -1,3 +1,5 @@
+import { type CiliumNode, RECORD_TABLE_ANNOTATION, RECORD_VERSION_ANNOTATION } from './ciliumnode.ts';
+
 /**
  * Node-table generations. A restored or re-created node table is a new table whose record versions
  * start over; the CiliumNode's record-version annotation therefore counts in one table generation,
@@ -23,6 +25,10 @@
  * the generation of the table of that name (the earlier release's own rule) and as older than any
  * generation of another name: it was written before this release ran, hence before any table this
  * release switched to.
+ *
+ * `appliedRecordVersion` reads the record version a CiliumNode carries in a given generation: the
+ * sync decides from it what to write, and the multi-pool release whether a withdrawal has reached
+ * the CiliumNode (both reach it here, so there is one reading of the two annotations).
  */
 
 export interface TableGeneration {
@@ -79,4 +85,30 @@ export function isReconciledIn(stamp: string | undefined, own: string): boolean 
   const stamped = parseTableGeneration(stamp);
   const table = parseTableGeneration(own);
   return stamped !== undefined && table !== undefined && compareTableGenerations(stamped, table) === 'same';
+}
+
+/**
+ * The record version whose spec the CiliumNode carries, from its annotation; `undefined` when the
+ * annotation is absent or not a non-negative integer (agents replace all annotations on restart),
+ * or when it counts in another table generation than `table` (see `RECORD_TABLE_ANNOTATION`).
+ */
+export function appliedRecordVersion(cn: CiliumNode, table?: string): number | undefined {
+  const annotations = cn.metadata.annotations;
+  const text = annotations?.[RECORD_VERSION_ANNOTATION];
+  if (table !== undefined && tableOfAnnotation(cn, table) !== 'same') return undefined;
+  return text !== undefined && /^(0|[1-9][0-9]*)$/.test(text) ? Number(text) : undefined;
+}
+
+/**
+ * How the table generation the CiliumNode's record version counts in relates to `table`. No
+ * record-table annotation (written before tables were named) counts as `table`'s own; one that
+ * names no valid generation as older (it is replaced by the next claim, as any other table's is).
+ */
+export function tableOfAnnotation(cn: CiliumNode, table: string): 'same' | 'older' | 'newer' {
+  const countedIn = cn.metadata.annotations?.[RECORD_TABLE_ANNOTATION];
+  if (countedIn === undefined) return 'same';
+  const other = parseTableGeneration(countedIn);
+  const own = parseTableGeneration(table);
+  if (other === undefined || own === undefined) return countedIn === table ? 'same' : 'older';
+  return compareTableGenerations(other, own);
 }

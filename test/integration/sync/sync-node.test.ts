@@ -10,7 +10,7 @@ import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumno
 import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import type { NodeRecordStore } from '../../../functions/core/ports.ts';
-import { appliedRecordVersion } from '../../../functions/core/sync-plan.ts';
+import { appliedRecordVersion } from '../../../functions/core/table-generation.ts';
 import { syncAll, syncNode } from '../../../functions/services/sync-node.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';

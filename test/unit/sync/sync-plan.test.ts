@@ -7,7 +7,8 @@ import {
 import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumnode-render.ts';
 import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
-import { appliedRecordVersion, planSyncStep, releaseIpsTarget } from '../../../functions/core/sync-plan.ts';
+import { planSyncStep, releaseIpsTarget } from '../../../functions/core/sync-plan.ts';
+import { appliedRecordVersion } from '../../../functions/core/table-generation.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
 import { crdProblems, FakeCiliumNodeServer, isWrite } from './support.ts';
 

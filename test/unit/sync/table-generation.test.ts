@@ -8,7 +8,8 @@ import {
 import { desiredPool } from '../../../functions/core/ciliumnode-render.ts';
 import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
-import { appliedRecordVersion, planSyncStep } from '../../../functions/core/sync-plan.ts';
+import { planSyncStep } from '../../../functions/core/sync-plan.ts';
+import { appliedRecordVersion } from '../../../functions/core/table-generation.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
 import { FakeCiliumNodeServer, isWrite } from './support.ts';
 
