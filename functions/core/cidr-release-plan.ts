@@ -4,6 +4,7 @@ import { isExcluded } from './eni-selection.ts';
 import { cidrContains, compareIpv4, expandCidr } from './ip-math.ts';
 import type { CidrRelease, EniState, NodeKnobs, NodeRecord } from './model.ts';
 import { countAvailableIps } from './pool-math.ts';
+import { appliedRecordVersion } from './table-generation.ts';
 
 /**
  * Release for multi-pool (1.20) nodes, which take no part in the `release-ips` handshake: the
@@ -15,12 +16,23 @@ import { countAvailableIps } from './pool-math.ts';
  *
  *   record entry   sync publishes                                 next step
  *   pending        the CIDR (the delay runs)                      delay elapsed → withdrawing
- *   withdrawing    spec.ipam.pool, then status, without it —      status without it and still absent
- *                  but only from a CiliumNode version whose       from allocated → unassigned in EC2
- *                  `allocated` lacks it (the patch tests that     (re-checked on a fresh read right
- *                  version), so the agent cannot reclaim it       before the call) → released
+ *   withdrawing    spec.ipam.pool, then status, without it —      status without it, still absent
+ *                  but only from a CiliumNode version whose       from allocated, and the CiliumNode
+ *                  `allocated` lacks it (the patch tests that     carries W, the record version that
+ *                  version), so the agent cannot reclaim it       made it withdrawing, or a newer one
+ *                                                                 of the same table → unassigned in
+ *                                                                 EC2 (re-checked on a fresh read
+ *                                                                 right before the call) → released
  *   released       nothing (a tombstone: a lagging Describe       dropped after `tombstoneMs`, or when
  *                  that still lists it is not believed)           we assign it again
+ *
+ * Why W: a sync that read a record older than W (one that still publishes the CIDR) may write
+ * status after the withdrawal, even after the status of W; a CIDR assigned but not yet published
+ * is absent from status and `allocated` all along, so "not in status" alone proves nothing. The
+ * sync reads the CiliumNode before the record and every patch tests the resourceVersion it read,
+ * so once the CiliumNode carries W no sync write can carry an older record version (invariant 2),
+ * and every version from W on withholds the CIDR while its entry is withdrawing. Until then the
+ * entry stays withdrawing (no EC2 call, no write) and a later pass tries again.
  *
  * Any entry whose CIDR is back in `allocated` is dropped (the agent took it again; the sync
  * re-publishes a withdrawn one). Only IPv4 CIDRs of non-excluded ENIs, whole /28 prefixes (never
@@ -30,9 +42,14 @@ import { countAvailableIps } from './pool-math.ts';
  */
 
 export interface CidrReleaseInputs {
-  readonly record: Pick<NodeRecord, 'enis' | 'cidrReleases'>;
+  readonly record: Pick<NodeRecord, 'version' | 'enis' | 'cidrReleases'>;
   /** The node's CiliumNode, already checked to belong to this instance. */
   readonly ciliumNode: CiliumNode | undefined;
+  /**
+   * The node table's generation (`table-generation.ts`): the CiliumNode's record version counts
+   * only in it. Absent: versions are compared as they are.
+   */
+  readonly table?: string;
   readonly knobs: NodeKnobs;
   readonly releaseEnabled: boolean;
   readonly releaseDelayMs: number;
@@ -62,6 +79,11 @@ export interface CidrUnassignment {
   readonly eniId: string;
   readonly ips: readonly string[];
   readonly prefixes: readonly string[];
+  /**
+   * The record version the CiliumNode must carry (or a newer one of the same table) for the call:
+   * the newest that made one of these CIDRs withdrawing (`withdrawnVersionOf`).
+   */
+  readonly withdrawnInVersion: number;
 }
 
 export type CidrReleasePlan =
@@ -93,55 +115,26 @@ export function releasableCidrs(
 /** The next entries and unassignments; `none` when nothing changes. */
 export function planCidrRelease(inputs: CidrReleaseInputs): CidrReleasePlan {
   const { record, ciliumNode, nowEpochMs } = inputs;
-  const previous = record.cidrReleases ?? {};
   const multiPool = agentProtocolOf(ciliumNode) === 'multi-pool';
-  const active = multiPool && inputs.releaseEnabled;
-  const attached = releasableCidrs(record.enis, inputs.knobs);
-  const allocated = allocatedCidrs(ciliumNode);
-  const published = publishedCidrsOf(ciliumNode);
+  const view: ReleaseView = {
+    inputs,
+    multiPool,
+    active: multiPool && inputs.releaseEnabled,
+    attached: releasableCidrs(record.enis, inputs.knobs),
+    allocated: allocatedCidrs(ciliumNode),
+    published: publishedCidrsOf(ciliumNode),
+    carried: ciliumNode === undefined ? undefined : appliedRecordVersion(ciliumNode, inputs.table),
+  };
   const releases: Record<string, CidrRelease> = {};
   const changes: CidrReleaseChange[] = [];
-  const unassign = new Map<string, EniState>();
-  const drop = (cidr: string, reason: CidrReleaseChangeReason) =>
-    changes.push({ cidr, to: 'dropped', reason });
-
-  for (const [cidr, entry] of Object.entries(previous)) {
-    if (entry.state === 'released') {
-      if (nowEpochMs - (entry.releasedAtEpochMs ?? 0) >= inputs.tombstoneMs) drop(cidr, 'tombstone-expired');
-      else releases[cidr] = entry;
-      continue;
-    }
-    const eni = attached.get(cidr);
-    if (eni === undefined) {
-      // EC2 no longer holds it (a release that crashed before it was recorded, or out of band).
-      releases[cidr] = { ...entry, state: 'released', releasedAtEpochMs: nowEpochMs };
-      changes.push({ cidr, to: 'released', reason: 'gone-from-ec2' });
-    } else if (!active) drop(cidr, multiPool ? 'release-disabled' : 'not-multi-pool');
-    else if (allocated.has(cidr)) drop(cidr, 'reallocated');
-    else if (entry.state === 'withdrawing' && !published.has(cidr)) {
-      releases[cidr] = entry;
-      unassign.set(cidr, eni);
-    } else releases[cidr] = entry;
+  const unassign = new Map<string, Withdrawn>();
+  for (const [cidr, entry] of Object.entries(record.cidrReleases ?? {})) {
+    const step = advanceEntry(cidr, entry, view);
+    if (step.entry !== undefined) releases[cidr] = step.entry;
+    if (step.change !== undefined) changes.push(step.change);
+    if (step.unassign !== undefined) unassign.set(cidr, step.unassign);
   }
-
-  if (active) {
-    let headroom = releaseHeadroom(inputs);
-    for (const [cidr, eni] of sortedCidrs(attached)) {
-      if (allocated.has(cidr) || releases[cidr]?.state === 'released') continue;
-      const entry = releases[cidr];
-      if (entry === undefined) {
-        releases[cidr] = { eniId: eni.id, state: 'pending', sinceEpochMs: nowEpochMs };
-        changes.push({ cidr, to: 'pending', reason: 'not-allocated' });
-        continue;
-      }
-      if (entry.state !== 'pending' || nowEpochMs - entry.sinceEpochMs < inputs.releaseDelayMs) continue;
-      const size = cidrSize(cidr);
-      if (headroom < size) continue;
-      headroom -= size;
-      releases[cidr] = { ...entry, state: 'withdrawing' };
-      changes.push({ cidr, to: 'withdrawing', reason: 'delay-elapsed' });
-    }
-  }
+  if (view.active) startReleases(view, releases, changes);
 
   const unassignments = groupByEni(unassign);
   for (const cidr of unassign.keys()) {
@@ -151,6 +144,78 @@ export function planCidrRelease(inputs: CidrReleaseInputs): CidrReleasePlan {
   }
   if (changes.length === 0) return { kind: 'none' };
   return { kind: 'update', releases: sortEntries(releases), changes, unassignments };
+}
+
+/** What one plan sees: the observation, read once. */
+interface ReleaseView {
+  readonly inputs: CidrReleaseInputs;
+  readonly multiPool: boolean;
+  /** Multi-pool and release switched on: entries advance and new ones start. */
+  readonly active: boolean;
+  readonly attached: ReadonlyMap<string, EniState>;
+  readonly allocated: ReadonlySet<string>;
+  readonly published: ReadonlySet<string>;
+  /** The record version the CiliumNode carries in the table (`appliedRecordVersion`). */
+  readonly carried: number | undefined;
+}
+
+/** An existing entry's next state: kept or replaced (`entry`), dropped (no `entry`), and whether to unassign. */
+interface EntryStep {
+  readonly entry?: CidrRelease;
+  readonly change?: CidrReleaseChange;
+  readonly unassign?: Withdrawn;
+}
+
+function advanceEntry(cidr: string, entry: CidrRelease, view: ReleaseView): EntryStep {
+  const { nowEpochMs, tombstoneMs } = view.inputs;
+  if (entry.state === 'released') {
+    const expired = nowEpochMs - (entry.releasedAtEpochMs ?? 0) >= tombstoneMs;
+    return expired ? { change: { cidr, to: 'dropped', reason: 'tombstone-expired' } } : { entry };
+  }
+  const eni = view.attached.get(cidr);
+  if (eni === undefined) {
+    // EC2 no longer holds it (a release that crashed before it was recorded, or out of band).
+    return {
+      entry: { ...entry, state: 'released', releasedAtEpochMs: nowEpochMs },
+      change: { cidr, to: 'released', reason: 'gone-from-ec2' },
+    };
+  }
+  if (!view.active) {
+    return {
+      change: { cidr, to: 'dropped', reason: view.multiPool ? 'release-disabled' : 'not-multi-pool' },
+    };
+  }
+  if (view.allocated.has(cidr)) return { change: { cidr, to: 'dropped', reason: 'reallocated' } };
+  if (entry.state !== 'withdrawing' || view.published.has(cidr)) return { entry };
+  // Out of status; unassigned only once the CiliumNode carries the withdrawal (W) too.
+  const withdrawnInVersion = withdrawnVersionOf(entry, view.inputs.record.version);
+  if (view.carried === undefined || view.carried < withdrawnInVersion) return { entry };
+  return { entry, unassign: { eni, withdrawnInVersion } };
+}
+
+/** New entries for CIDRs out of `allocated`, and pending ones past the delay made withdrawing, within the headroom. */
+function startReleases(
+  view: ReleaseView,
+  releases: Record<string, CidrRelease>,
+  changes: CidrReleaseChange[],
+): void {
+  const { nowEpochMs, releaseDelayMs } = view.inputs;
+  let headroom = releaseHeadroom(view.inputs);
+  for (const [cidr, eni] of sortedCidrs(view.attached)) {
+    if (view.allocated.has(cidr) || releases[cidr]?.state === 'released') continue;
+    const entry = releases[cidr];
+    if (entry === undefined) {
+      releases[cidr] = { eniId: eni.id, state: 'pending', sinceEpochMs: nowEpochMs };
+      changes.push({ cidr, to: 'pending', reason: 'not-allocated' });
+      continue;
+    }
+    if (entry.state !== 'pending' || nowEpochMs - entry.sinceEpochMs < releaseDelayMs) continue;
+    const size = cidrSize(cidr);
+    if (headroom < size) continue;
+    headroom -= size;
+    releases[cidr] = { ...entry, state: 'withdrawing' };
+    changes.push({ cidr, to: 'withdrawing', reason: 'delay-elapsed' });
+  }
 }
 
 /**
@@ -175,11 +240,18 @@ export function releasesAfterUnassign(
 
 /**
  * Whether `unassignment` may still go to EC2 according to a CiliumNode read just before the call
- * (cilium re-checks its marks there): the node is still multi-pool, and none of its CIDRs is in
- * `allocated` or published in status.
+ * (cilium re-checks its marks there): the node is still multi-pool, it carries the record version
+ * that withdrew the CIDRs (or a newer one of `table`; an agent restart may have wiped the
+ * annotation since the plan), and none of its CIDRs is in `allocated` or published in status.
  */
-export function unassignmentStillWanted(unassignment: CidrUnassignment, cn: CiliumNode | undefined): boolean {
-  if (agentProtocolOf(cn) !== 'multi-pool') return false;
+export function unassignmentStillWanted(
+  unassignment: CidrUnassignment,
+  cn: CiliumNode | undefined,
+  table?: string,
+): boolean {
+  if (cn === undefined || agentProtocolOf(cn) !== 'multi-pool') return false;
+  const carried = appliedRecordVersion(cn, table);
+  if (carried === undefined || carried < unassignment.withdrawnInVersion) return false;
   const allocated = allocatedCidrs(cn);
   const published = publishedCidrsOf(cn);
   return cidrsOf(unassignment).every((cidr) => !allocated.has(cidr) && !published.has(cidr));
@@ -187,6 +259,36 @@ export function unassignmentStillWanted(unassignment: CidrUnassignment, cn: Cili
 
 export function cidrsOf(unassignment: CidrUnassignment): string[] {
   return [...unassignment.prefixes, ...unassignment.ips.map((ip) => `${ip}/32`)];
+}
+
+/**
+ * The record version W a `withdrawing` entry waits for on the CiliumNode: the one whose write made
+ * it withdrawing. An entry an earlier release wrote without it asks for `recordVersion`, the
+ * version read: the entry is withdrawing there, and in every later version while it stays so.
+ */
+export function withdrawnVersionOf(entry: CidrRelease, recordVersion: number): number {
+  return entry.withdrawnInVersion ?? recordVersion;
+}
+
+/**
+ * The entries as the record write of `version` stores them: a `withdrawing` entry without its
+ * `withdrawnInVersion` (the planner just moved it there, or an earlier release wrote it) gets
+ * `version`. That version withholds the CIDR from the CiliumNode, as does every later one while
+ * the entry stays withdrawing; for an entry of an earlier release it is later than needed, which
+ * only makes the release wait for a newer CiliumNode.
+ */
+export function withWithdrawalVersions(
+  releases: Readonly<Record<string, CidrRelease>>,
+  version: number,
+): Record<string, CidrRelease> {
+  return Object.fromEntries(
+    Object.entries(releases).map(([cidr, entry]) => [
+      cidr,
+      entry.state === 'withdrawing' && entry.withdrawnInVersion === undefined
+        ? { ...entry, withdrawnInVersion: version }
+        : entry,
+    ]),
+  );
 }
 
 /**
@@ -249,17 +351,29 @@ function sortedCidrs(cidrs: ReadonlyMap<string, EniState>): [string, EniState][]
   );
 }
 
-function groupByEni(cidrs: ReadonlyMap<string, EniState>): CidrUnassignment[] {
-  const byEni = new Map<string, { ips: string[]; prefixes: string[] }>();
-  for (const [cidr, eni] of cidrs) {
-    const group = byEni.get(eni.id) ?? { ips: [], prefixes: [] };
+/** A CIDR to unassign: its ENI and the record version that withdrew it. */
+interface Withdrawn {
+  readonly eni: EniState;
+  readonly withdrawnInVersion: number;
+}
+
+function groupByEni(cidrs: ReadonlyMap<string, Withdrawn>): CidrUnassignment[] {
+  const byEni = new Map<string, { ips: string[]; prefixes: string[]; withdrawnInVersion: number }>();
+  for (const [cidr, { eni, withdrawnInVersion }] of cidrs) {
+    const group = byEni.get(eni.id) ?? { ips: [], prefixes: [], withdrawnInVersion };
     if (cidr.endsWith('/32')) group.ips.push(cidr.slice(0, -3));
     else group.prefixes.push(cidr);
+    group.withdrawnInVersion = Math.max(group.withdrawnInVersion, withdrawnInVersion);
     byEni.set(eni.id, group);
   }
   return [...byEni]
     .sort(([left], [right]) => (left < right ? -1 : 1))
-    .map(([eniId, group]) => ({ eniId, ips: group.ips.sort(compareIpv4), prefixes: group.prefixes.sort() }));
+    .map(([eniId, group]) => ({
+      eniId,
+      ips: group.ips.sort(compareIpv4),
+      prefixes: group.prefixes.sort(),
+      withdrawnInVersion: group.withdrawnInVersion,
+    }));
 }
 
 function sortEntries(releases: Record<string, CidrRelease>): Record<string, CidrRelease> {

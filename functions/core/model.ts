@@ -163,6 +163,13 @@ export interface CidrRelease {
   /** When the CIDR was first seen missing from `allocated`, continuously since. */
   readonly sinceEpochMs: number;
   readonly releasedAtEpochMs?: number;
+  /**
+   * The record version whose write made the entry `withdrawing` (W): it is unassigned only once
+   * the CiliumNode carries W or a newer version of the same table (see `planCidrRelease`). Kept
+   * on the tombstone. Absent on entries an earlier release wrote: such an entry asks for the
+   * record's current version, and the next release write stamps it with its own.
+   */
+  readonly withdrawnInVersion?: number;
 }
 
 /** The node record: ONE DynamoDB item per instance, the whole IPAM state of that node. */

@@ -138,6 +138,7 @@ function releaseHasWork(record: NodeRecord, knobs: NodeKnobs, inputs: NodeSweepI
     const cidrPlan = planCidrRelease({
       record: { ...record, enis: withoutTombstoned(record.enis, tombstonedCidrs(record)) },
       ciliumNode: inputs.ciliumNode,
+      ...(inputs.table === undefined ? {} : { table: inputs.table }),
       knobs,
       releaseEnabled,
       releaseDelayMs: inputs.releaseDelayMs ?? 0,

@@ -8,6 +8,7 @@ import {
   tombstonedCidrs,
   unassignmentStillWanted,
   withoutTombstoned,
+  withWithdrawalVersions,
 } from '../core/cidr-release-plan.ts';
 import { VersionConflictError } from '../core/errors.ts';
 import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
@@ -18,10 +19,13 @@ import { contentOf, type ReleaseDependencies } from './release-record.ts';
 
 /**
  * Release for one multi-pool (1.20) node: observe (EC2, the record, the CiliumNode), plan with
- * `planCidrRelease`, and for CIDRs the sync has already withdrawn from status re-read the
- * CiliumNode immediately before each UnassignPrivateIpAddresses (the agent may have taken a CIDR
- * back at the last moment), then record what EC2 confirmed with a conditional write. The same
- * lease discipline as the handshake release: the node is claimed before the first EC2 mutation.
+ * `planCidrRelease`, and for CIDRs the sync has already withdrawn from status, in a CiliumNode that
+ * carries the record version that withdrew them, re-read the CiliumNode immediately before each
+ * UnassignPrivateIpAddresses (the agent may have taken a CIDR back at the last moment, an agent
+ * restart may have wiped the annotation), then record what EC2 confirmed with a conditional
+ * write. Every write stamps the entries it makes withdrawing with its own record version
+ * (`withWithdrawalVersions`). The same lease discipline as the handshake release: the node is
+ * claimed before the first EC2 mutation.
  */
 
 export interface CidrReleaseOutcome {
@@ -57,15 +61,21 @@ async function releaseCidrsOnce(
   if (record?.lifecycle !== 'active') return { kind: 'none', releasedCidrs: [], changes: {} };
   if (isLeasedByOther(record, deps.invocationId, deps.clock()))
     return { kind: 'busy', releasedCidrs: [], changes: {} };
-  const [ciliumNode, observedEnis] = await Promise.all([
+  const [ciliumNode, observedEnis, table] = await Promise.all([
     deps.ciliumNodes.get(record.nodeName).then((node) => trustedCiliumNode(node, instance.id)),
     ec2.describeAttachedEnis(instance.id, record.vpc.id),
+    deps.tableGeneration?.(),
   ]);
   const merged = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);
   let enis = withoutTombstoned(merged, tombstonedCidrs(record));
   const plan = planCidrRelease({
-    record: { enis, ...(record.cidrReleases ? { cidrReleases: record.cidrReleases } : {}) },
+    record: {
+      version: record.version,
+      enis,
+      ...(record.cidrReleases ? { cidrReleases: record.cidrReleases } : {}),
+    },
     ciliumNode,
+    ...(table === undefined ? {} : { table }),
     knobs: knobsFromCiliumNode(ciliumNode, settings.defaultKnobs),
     releaseEnabled: deps.release.enabled,
     releaseDelayMs: deps.release.delayMs,
@@ -76,10 +86,8 @@ async function releaseCidrsOnce(
   const changes = countChanges(plan);
   let current = record;
   const write = async (releases: Readonly<Record<string, CidrRelease>>, lease: boolean) => {
-    const next = withReleases(
-      nextNodeRecord(current, contentOf(current, instance, enis, lease, deps), deps.clock()),
-      releases,
-    );
+    const base = nextNodeRecord(current, contentOf(current, instance, enis, lease, deps), deps.clock());
+    const next = withReleases(base, withWithdrawalVersions(releases, base.version));
     await store.put(next, current.version);
     current = next;
   };
@@ -95,8 +103,8 @@ async function releaseCidrsOnce(
   for (const unassignment of plan.unassignments) {
     // The re-check right before the EC2 call, on a fresh read (cilium re-checks its marks there).
     const fresh = trustedCiliumNode(await deps.ciliumNodes.get(record.nodeName), instance.id);
-    if (!unassignmentStillWanted(unassignment, fresh)) {
-      log.info('a CIDR to release is wanted again; not releasing it', {
+    if (!unassignmentStillWanted(unassignment, fresh, table)) {
+      log.info('a CIDR to release is wanted again, or its withdrawal not yet published; not releasing it', {
         instanceId: instance.id,
         ...unassignment,
       });

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ownershipTags } from '../../functions/aws/eni-tags.ts';
+import { tableGenerationOf } from '../../functions/aws/table-generation.ts';
 import { agentProtocolOf } from '../../functions/core/agent-protocol.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import {
@@ -7,7 +8,9 @@ import {
   checkPoolRemovalsHandshaken,
   checkStatusCoversSpec,
 } from '../../functions/core/invariants.ts';
+import { appliedRecordVersion } from '../../functions/core/table-generation.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
+import { releaseExcess } from '../../functions/services/release-excess.ts';
 import { sweep } from '../../functions/services/sweep.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
@@ -275,6 +278,141 @@ describe('release after demand falls (excess release on)', () => {
     // Pods come back: the allocator assigns again, the agent allocates from what it is given.
     await runPods(instance, agent, pods.slice(5), 4, sweepCycle);
     expect(agent.model.inUseIps()).toHaveLength(20);
+    expect(agent.model.problems).toEqual([]);
+    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+  });
+});
+
+describe('a slow sync next to the CIDR release (a CIDR assigned but not yet published)', () => {
+  const RELEASE_DELAY_MS = 180_000;
+
+  /** Addresses of `status.eni.enis` that EC2 does not assign to that ENI: a 1.20 agent would derive them. */
+  function derivableButUnassigned(node: CiliumNode): string[] {
+    const assigned = new Map(
+      harness.ec2.state
+        .networkInterfaces({})
+        .map((eni) => [
+          eni.networkInterfaceId,
+          new Set([...eni.secondaryPrivateIpAddresses, ...eni.ipv4Prefixes.flatMap(expandPrefix)]),
+        ]),
+    );
+    return Object.entries(node.status?.eni?.enis ?? {}).flatMap(([eniId, eni]) =>
+      [...(eni?.addresses ?? []), ...(eni?.prefixes ?? []).flatMap(expandPrefix)].filter(
+        (address) => !assigned.get(eniId)?.has(address),
+      ),
+    );
+  }
+
+  function ec2Ips(instance: InstanceRecord): string[] {
+    return harness.ec2.state
+      .networkInterfaces({ instanceId: instance.instanceId })
+      .flatMap((eni) => eni.secondaryPrivateIpAddresses);
+  }
+
+  it('does not unassign a withdrawn CIDR before the CiliumNode carries the record version that withdrew it, so the slow sync publishes nothing EC2 lacks', async () => {
+    // Everything in one node-table generation, as deployed: the sync annotates the CiliumNode
+    // with it, and the release compares the annotation within it.
+    const tableGeneration = tableGenerationOf(harness.table.client, harness.table.tableName);
+    const allocateDeps = () => harness.dependencies({ tableGeneration });
+    const releaseDeps = () => ({
+      ...harness.dependencies({ tableGeneration }),
+      release: { enabled: true, delayMs: RELEASE_DELAY_MS },
+    });
+    const syncDeps = { ...syncDependencies(harness), tableGeneration };
+    const table = await tableGeneration();
+    const instance = harness.launch('m5.large');
+    await harness.createCiliumNode(instance);
+    const agent = startMultiPoolAgent(harness, instance);
+    const record = async () => {
+      const current = await harness.table.store.get(instance.instanceId);
+      if (!current) throw new Error('no record');
+      return current;
+    };
+    const carried = async () => appliedRecordVersion(await ciliumNodeOf(instance), table);
+    const unassigns = () => harness.ec2.calls.count('UnassignPrivateIpAddresses');
+    const releasePass = async () => {
+      harness.clock.advance(60_000);
+      const outcome = await releaseExcess(instance.instanceId, releaseDeps());
+      expect(outcome.kind).toBe('reconciled');
+    };
+
+    await allocateNode(instance.instanceId, allocateDeps());
+    await syncNode(instance.instanceId, syncDeps);
+    harness.clock.advance(15_000);
+    await agent.driver.tick(harness.clock.now());
+    expect(agent.model.startup(harness.clock.now())).toBe('ready');
+    const published = ec2Ips(instance);
+
+    // Demand rises for a moment: the allocator assigns more IPs (record version N); the sync the
+    // write triggers reads the CiliumNode, then record N, and stalls before writing.
+    for (const pod of ['pod-1', 'pod-2', 'pod-3', 'pod-4']) {
+      expect(agent.model.allocate(pod, 'ipv4', harness.clock.now())).toHaveProperty('ip');
+    }
+    harness.clock.advance(15_000);
+    await agent.driver.tick(harness.clock.now());
+    await allocateNode(instance.instanceId, allocateDeps());
+    const added = ec2Ips(instance).filter((ip) => !published.includes(ip));
+    expect(added.length).toBeGreaterThan(0);
+    for (const pod of ['pod-1', 'pod-2', 'pod-3', 'pod-4']) agent.model.release(pod);
+    harness.clock.advance(15_000);
+    await agent.driver.tick(harness.clock.now());
+    const slowSync = {
+      ciliumNode: await harness.ciliumNodes.get(instance.privateDnsName),
+      record: await record(),
+    };
+    const addedCidrs = added.map((ip) => `${ip}/32`);
+    expect(slowSync.record.enis.flatMap((eni) => eni.secondaryIps)).toEqual(expect.arrayContaining(added));
+
+    // The new IPs were never in status, so the agent never listed them in allocated: the release
+    // takes them for dropped. Pending, then withdrawing after the delay (record version W).
+    await releasePass();
+    expect(Object.keys((await record()).cidrReleases ?? {}).sort()).toEqual([...addedCidrs].sort());
+    harness.clock.advance(RELEASE_DELAY_MS);
+    await releasePass();
+    const withdrawn = await record();
+    const W = withdrawn.version;
+    for (const cidr of addedCidrs) {
+      expect(withdrawn.cidrReleases?.[cidr]).toMatchObject({ state: 'withdrawing', withdrawnInVersion: W });
+    }
+
+    // Not in status, not in allocated, but the CiliumNode is behind W: no EC2 call, no write.
+    const unassignsBefore = unassigns();
+    expect(await carried()).toBeLessThan(W);
+    await releasePass();
+    expect(unassigns(), 'no UnassignPrivateIpAddresses while the CiliumNode is behind W').toBe(
+      unassignsBefore,
+    );
+    expect((await record()).version).toBe(W);
+
+    // The stalled sync writes record N now: status lists the new IPs, which are still on EC2.
+    expect((await syncNode(instance.instanceId, syncDeps, slowSync)).outcome).toBe('written');
+    const afterSlowSync = await ciliumNodeOf(instance);
+    expect(appliedRecordVersion(afterSlowSync, table)).toBe(slowSync.record.version);
+    const statusIps = Object.values(afterSlowSync.status?.eni?.enis ?? {}).flatMap(
+      (eni) => eni?.addresses ?? [],
+    );
+    expect(statusIps).toEqual(expect.arrayContaining(added));
+    expect(derivableButUnassigned(afterSlowSync)).toEqual([]);
+    await releasePass();
+    expect(unassigns()).toBe(unassignsBefore);
+
+    // The sync publishes W (the new IPs withdrawn); then the next pass unassigns them.
+    await syncNode(instance.instanceId, syncDeps);
+    expect(await carried()).toBe(W);
+    await releasePass();
+    expect(unassigns()).toBeGreaterThan(unassignsBefore);
+    expect(ec2Ips(instance).filter((ip) => added.includes(ip))).toEqual([]);
+    const released = await record();
+    for (const cidr of addedCidrs) {
+      expect(released.cidrReleases?.[cidr]).toMatchObject({ state: 'released', withdrawnInVersion: W });
+    }
+
+    // The stalled sync again: its CiliumNode read is stale, so it re-reads and writes nothing older.
+    await syncNode(instance.instanceId, syncDeps, slowSync);
+    const final = await ciliumNodeOf(instance);
+    expect(appliedRecordVersion(final, table)).toBeGreaterThanOrEqual(W);
+    expect(derivableButUnassigned(final)).toEqual([]);
+    await agent.driver.observe();
     expect(agent.model.problems).toEqual([]);
     expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
   });

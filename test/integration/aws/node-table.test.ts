@@ -55,6 +55,39 @@ describe('DynamoNodeRecordStore on DynamoDB Local', () => {
     await expect(table.store.listPage()).rejects.toThrow(/finish deploying the newer release/);
   });
 
+  it('reads release entries written before they carried withdrawnInVersion, and keeps the field once written', async () => {
+    const earlier = nodeRecordFixture({
+      instanceId: 'i-00000000000000033',
+      cidrReleases: { '10.0.16.12/32': { eniId: 'eni-1', state: 'withdrawing', sinceEpochMs: 1 } },
+    });
+    // As an earlier release wrote it: the same schema version, no withdrawnInVersion.
+    await table.client.send(
+      new PutItemCommand({
+        TableName: table.tableName,
+        Item: marshall(
+          { ...earlier, [nodeTableSchema.schemaVersionAttribute]: nodeTableSchema.recordSchemaVersion },
+          { removeUndefinedValues: true },
+        ),
+      }),
+    );
+    expect(await table.store.get(earlier.instanceId)).toEqual(earlier);
+
+    const stamped = {
+      ...earlier,
+      version: 2,
+      cidrReleases: {
+        '10.0.16.12/32': {
+          eniId: 'eni-1',
+          state: 'withdrawing' as const,
+          sinceEpochMs: 1,
+          withdrawnInVersion: 2,
+        },
+      },
+    };
+    await table.store.put(stamped, 1);
+    expect(await table.store.get(earlier.instanceId)).toEqual(stamped);
+  });
+
   it('answers undefined for an instance without a record', async () => {
     expect(await table.store.get('i-0000000000000dead')).toBeUndefined();
   });

@@ -5,8 +5,13 @@ import {
   releasableCidrs,
   unassignmentStillWanted,
   withoutTombstoned,
+  withWithdrawalVersions,
 } from '../../../functions/core/cidr-release-plan.ts';
-import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
+import {
+  type CiliumNode,
+  RECORD_TABLE_ANNOTATION,
+  RECORD_VERSION_ANNOTATION,
+} from '../../../functions/core/ciliumnode.ts';
 import type { CidrRelease, EniState } from '../../../functions/core/model.ts';
 import { eni, ipOn, knobs } from './fixtures.ts';
 
@@ -26,14 +31,35 @@ const A = `${ipOn(1, 10)}/32`;
 const B = `${ipOn(1, 11)}/32`;
 const C = `${ipOn(1, 12)}/32`;
 const P = `${ipOn(1, 128)}/28`;
+/** The record version read; the withdrawing entries below were made so by this version's write. */
+const VERSION = 7;
+const TABLE = 'nodes@2026-11-30T12:00:00.000Z';
 
+/**
+ * The CiliumNode: by default it carries the record version that made the entries withdrawing
+ * (`annotation`: the record-version annotation, `undefined` for none; `table`: the record-table
+ * annotation, none by default, which counts as the sync's own table).
+ */
 function node(
   allocated: readonly string[] | undefined,
-  options: { used?: boolean; published?: readonly string[] } = {},
+  options: {
+    used?: boolean;
+    published?: readonly string[];
+    annotation?: number | undefined;
+    table?: string;
+  } = {},
 ): CiliumNode {
   const published = options.published ?? [A, B, C, P];
+  const annotation = 'annotation' in options ? options.annotation : VERSION;
   return {
-    metadata: { name: 'n1', resourceVersion: '9' },
+    metadata: {
+      name: 'n1',
+      resourceVersion: '9',
+      annotations: {
+        ...(annotation === undefined ? {} : { [RECORD_VERSION_ANNOTATION]: String(annotation) }),
+        ...(options.table === undefined ? {} : { [RECORD_TABLE_ANNOTATION]: options.table }),
+      },
+    },
     spec: {
       eni: { 'first-interface-index': 1 },
       ipam: {
@@ -65,7 +91,7 @@ function inputs(
   overrides: Partial<CidrReleaseInputs> = {},
 ): CidrReleaseInputs {
   return {
-    record: { enis: [eni({ deviceIndex: 0 }), eth1], cidrReleases: releases },
+    record: { version: VERSION, enis: [eni({ deviceIndex: 0 }), eth1], cidrReleases: releases },
     ciliumNode: cn,
     knobs: knobs({ firstInterfaceIndex: 1 }),
     releaseEnabled: true,
@@ -77,7 +103,12 @@ function inputs(
 }
 
 const pending = (since = PAST): CidrRelease => ({ eniId: 'eni-1', state: 'pending', sinceEpochMs: since });
-const withdrawing: CidrRelease = { eniId: 'eni-1', state: 'withdrawing', sinceEpochMs: PAST };
+const withdrawing: CidrRelease = {
+  eniId: 'eni-1',
+  state: 'withdrawing',
+  sinceEpochMs: PAST,
+  withdrawnInVersion: VERSION,
+};
 
 function entries(plan: ReturnType<typeof planCidrRelease>): Record<string, string> {
   if (plan.kind === 'none') return {};
@@ -154,7 +185,7 @@ describe('release after the delay: withdraw, then unassign', () => {
     const plan = planCidrRelease(inputs(node([A, B, P], { published: [A, B, P] }), { [C]: withdrawing }));
     expect(plan).toMatchObject({
       kind: 'update',
-      unassignments: [{ eniId: 'eni-1', ips: [ipOn(1, 12)], prefixes: [] }],
+      unassignments: [{ eniId: 'eni-1', ips: [ipOn(1, 12)], prefixes: [], withdrawnInVersion: VERSION }],
     });
     expect(entries(plan)).toEqual({ [C]: 'released' });
   });
@@ -201,6 +232,108 @@ describe('release after the delay: withdraw, then unassign', () => {
   });
 });
 
+describe('unassigned only once the CiliumNode carries the withdrawal (record version W)', () => {
+  // A sync that read a record older than W may still write the CIDR into status, even when status
+  // does not list it now (a CIDR assigned but never published is absent from status all along).
+  const outOfStatus = (options: Parameters<typeof node>[1] = {}) =>
+    node([A, B, P], { published: [A, B, P], ...options });
+  const W = VERSION;
+  const plannedUnassignments = (
+    cn: CiliumNode,
+    entry: CidrRelease,
+    overrides: Partial<CidrReleaseInputs> = {},
+  ) => {
+    const plan = planCidrRelease(inputs(cn, { [C]: entry }, overrides));
+    return plan.kind === 'none' ? 'none' : plan.unassignments.flatMap((unassignment) => unassignment.ips);
+  };
+
+  it.each([
+    {
+      case: 'the CiliumNode behind W: stays withdrawing, nothing written',
+      cn: outOfStatus({ annotation: W - 1 }),
+      expected: 'none',
+    },
+    {
+      case: 'no record-version annotation (an agent restart wiped it): stays withdrawing',
+      cn: outOfStatus({ annotation: undefined }),
+      expected: 'none',
+    },
+    { case: 'the CiliumNode at W: unassigned', cn: outOfStatus({ annotation: W }), expected: [ipOn(1, 12)] },
+    {
+      case: 'the CiliumNode past W: unassigned',
+      cn: outOfStatus({ annotation: W + 3 }),
+      expected: [ipOn(1, 12)],
+    },
+  ])('$case', ({ cn, expected }) => {
+    expect(plannedUnassignments(cn, withdrawing)).toEqual(expected);
+  });
+
+  it.each([
+    {
+      case: 'an annotation of an older table (before a restore): stays withdrawing, whatever its number',
+      table: 'nodes@2026-11-01T12:00:00.000Z',
+      expected: 'none',
+    },
+    {
+      case: 'an annotation of a newer table: stays withdrawing',
+      table: 'nodes-restored@2026-12-01T12:00:00.000Z',
+      expected: 'none',
+    },
+    { case: 'an annotation of the same table: unassigned', table: TABLE, expected: [ipOn(1, 12)] },
+  ])('$case', ({ table, expected }) => {
+    const cn = outOfStatus({ annotation: W + 10, table });
+    expect(plannedUnassignments(cn, withdrawing, { table: TABLE })).toEqual(expected);
+  });
+
+  it('an entry written before entries carried W waits for the record version read', () => {
+    const { withdrawnInVersion: _absent, ...older } = withdrawing;
+    expect(plannedUnassignments(outOfStatus({ annotation: VERSION - 1 }), older)).toBe('none');
+    expect(plannedUnassignments(outOfStatus({ annotation: VERSION }), older)).toEqual([ipOn(1, 12)]);
+  });
+
+  it('asks the CiliumNode for the newest W among the CIDRs of one ENI', () => {
+    const plan = planCidrRelease(
+      inputs(node([A, P], { published: [A, P], annotation: W + 2 }), {
+        [B]: { ...withdrawing, withdrawnInVersion: W + 2 },
+        [C]: withdrawing,
+      }),
+    );
+    expect(plan).toMatchObject({
+      unassignments: [{ eniId: 'eni-1', ips: [ipOn(1, 11), ipOn(1, 12)], withdrawnInVersion: W + 2 }],
+    });
+  });
+
+  it('re-checks the annotation on the fresh read: behind W, wiped, or of another table, not released', () => {
+    const unassignment = { eniId: 'eni-1', ips: [ipOn(1, 12)], prefixes: [], withdrawnInVersion: W };
+    expect(unassignmentStillWanted(unassignment, outOfStatus({ annotation: W }), TABLE)).toBe(true);
+    expect(unassignmentStillWanted(unassignment, outOfStatus({ annotation: W, table: TABLE }), TABLE)).toBe(
+      true,
+    );
+    expect(unassignmentStillWanted(unassignment, outOfStatus({ annotation: W - 1 }), TABLE)).toBe(false);
+    expect(unassignmentStillWanted(unassignment, outOfStatus({ annotation: undefined }), TABLE)).toBe(false);
+    expect(
+      unassignmentStillWanted(
+        unassignment,
+        outOfStatus({ annotation: W, table: 'nodes@2026-11-01T12:00:00.000Z' }),
+        TABLE,
+      ),
+    ).toBe(false);
+  });
+
+  it('the write that makes an entry withdrawing stamps it with its own version; others are kept', () => {
+    const { withdrawnInVersion: _absent, ...unstamped } = withdrawing;
+    const tombstone: CidrRelease = { ...withdrawing, state: 'released', releasedAtEpochMs: NOW };
+    expect(
+      withWithdrawalVersions({ [A]: unstamped, [B]: withdrawing, [C]: pending(), [P]: tombstone }, W + 1),
+    ).toEqual({
+      [A]: { ...unstamped, withdrawnInVersion: W + 1 },
+      [B]: withdrawing,
+      [C]: pending(),
+      [P]: tombstone,
+    });
+  });
+});
+
 describe('what is releasable (cilium PrepareCIDRRelease)', () => {
   it('never the primary IP, never an excluded ENI, prefixes whole', () => {
     const withPrimary: EniState = { ...eth1, secondaryIps: [...eth1.secondaryIps, eth1.primaryIp] };
@@ -212,7 +345,7 @@ describe('what is releasable (cilium PrepareCIDRRelease)', () => {
   });
 
   it('re-checks on a fresh read: not when the agent lists it again, or status publishes it, or the node left multi-pool', () => {
-    const unassignment = { eniId: 'eni-1', ips: [ipOn(1, 12)], prefixes: [] };
+    const unassignment = { eniId: 'eni-1', ips: [ipOn(1, 12)], prefixes: [], withdrawnInVersion: VERSION };
     expect(unassignmentStillWanted(unassignment, node([A, B, P], { published: [A, B, P] }))).toBe(true);
     expect(unassignmentStillWanted(unassignment, node([A, B, C, P], { published: [A, B, P] }))).toBe(false);
     expect(unassignmentStillWanted(unassignment, node([A, B, P]))).toBe(false);
