@@ -12,8 +12,8 @@
  *   AGENT=19   a 1.12-1.19 agent: spec.ipam.pool, status.ipam.used, the release-ips handshake
  *   AGENT=20   a 1.20 multi-pool agent: spec.ipam.pools.requested/allocated from status.eni.enis
  *   FOREIGN    the CiliumNode of our node name belongs to another instance
- *   CIDR_RELEASE  (AGENT=20) the sweep runs the multi-pool CIDR release; today the checker finds a
- *              race in it (README, "Model-checked"), so it is run as a known hazard
+ *   CIDR_RELEASE  (AGENT=20) the sweep runs the multi-pool CIDR release: a withdrawn CIDR is
+ *              unassigned only once the CiliumNode carries the record version that withdrew it
  *   RESTORE=1  the node table is replaced, once, by a new empty table (see `Restore` below)
  *   RESTORE=2  ... by a point-in-time restore: the record as it was at an earlier moment
  *   OLD_SYNCS  (RESTORE) syncs of the deployment before the switch may still run after it
@@ -30,6 +30,8 @@
  *                     table (a restored item, not yet reconciled with EC2 in the table it lives in)
  *   MUT_TABLES_UNORDERED    (RESTORE) the sync of an older table writes over a CiliumNode a newer
  *                     table's record has claimed (both take the other's annotation for foreign)
+ *   MUT_UNASSIGN_BEFORE_PUBLISHED  (CIDR_RELEASE) a withdrawn CIDR is unassigned as soon as status
+ *                     and allocated lack it, whatever record version the CiliumNode carries
  */
 
 #ifndef AGENT
@@ -97,6 +99,7 @@ bool rEni;           /* the ENI is recorded */
 byte rIps;           /* its recorded IPs */
 bool rStamp;         /* the table whose EC2 observation the content was reconciled in (reconciledInTable) */
 byte rMark[NI];
+byte rWd[NI];        /* CIDR_RELEASE: a withdrawing entry's withdrawnInVersion (W), else 0 */
 bool leaseAlive;     /* the invocation that wrote the lease is still running */
 bool leaseExpired;   /* the lease's expiry time has passed (only after its holder is gone) */
 
@@ -121,6 +124,7 @@ byte faults;         /* crashes and agent restarts so far */
 byte podOps;         /* pod starts and stops so far */
 byte xVer[2];        /* each sync's record read */
 byte sAnn[2];        /* each sync's read of the annotation */
+byte aWd[NI];        /* CIDR_RELEASE: rWd as the release invocation read it (only allocator 1 releases) */
 
 /* ---- the table restore (RESTORE): tables are 0, the original, and 1, its replacement ---- */
 bool rTab;           /* the table the functions are deployed against; rVer.. above are its item */
@@ -131,7 +135,7 @@ byte oVer; bool oEni, oStamp; byte oIps, oMark0, oMark1;    /* table 0's item as
 bool bkAt, bkEni, bkStamp; byte bkIps, bkMark0, bkMark1;     /* the item at the restore point (RESTORE=2) */
 
 /* scratch for computations inside one step (not part of the state) */
-hidden int u, u1, n1, n2, n3, n4, n5, n6, n7;
+hidden int u, u1, n1, n2, n3, n4, n5, n6, n7, n8, n9, n10, n11;
 /* the real version numbers, for the printed counterexamples only (nothing depends on them) */
 hidden byte realVer, realAnn, realRead[2], realOld, realBk;
 hidden int headroom;
@@ -149,14 +153,29 @@ hidden byte tStEni, claimed, trusted, multiPool;
                (((x) >> 9) & 1) + (((x) >> 10) & 1))
 #define RANK(v) ((v) == 0 -> 0 : PC(u & ((1 << (v)) - 1)) + 1)
 #ifndef RESTORE
+#ifdef CIDR_RELEASE
+/* the withdrawal versions are record versions too: ranked with the others */
+#define RANK_WITHDRAWN \
+  u = u | (1 << rWd[0]) | (1 << rWd[1]) | (1 << aWd[0]) | (1 << aWd[1]); \
+  n8 = RANK(rWd[0]); n9 = RANK(rWd[1]); n10 = RANK(aWd[0]); n11 = RANK(aWd[1])
+#define RENUMBER_WITHDRAWN rWd[0] = n8; rWd[1] = n9; aWd[0] = n10; aWd[1] = n11
+#else
+#define RANK_WITHDRAWN skip
+#define RENUMBER_WITHDRAWN skip
+#endif
 inline renumber() {
   u = (1 << rVer) | (1 << cAnn) | (1 << pubVer) | (1 << xVer[0]) | (1 << xVer[1]) |
       (1 << sAnn[0]) | (1 << sAnn[1]);
+  RANK_WITHDRAWN;
   n1 = RANK(rVer); n2 = RANK(cAnn); n3 = RANK(pubVer); n4 = RANK(xVer[0]); n5 = RANK(xVer[1]);
   n6 = RANK(sAnn[0]); n7 = RANK(sAnn[1]);
-  rVer = n1; cAnn = n2; pubVer = n3; xVer[0] = n4; xVer[1] = n5; sAnn[0] = n6; sAnn[1] = n7
+  rVer = n1; cAnn = n2; pubVer = n3; xVer[0] = n4; xVer[1] = n5; sAnn[0] = n6; sAnn[1] = n7;
+  RENUMBER_WITHDRAWN
 }
 #else
+#ifdef CIDR_RELEASE
+#error "CIDR_RELEASE is not modelled with RESTORE"
+#endif
 #ifdef MUT_UNGUARDED
 #error "MUT_UNGUARDED is not modelled with RESTORE"
 #endif
@@ -216,7 +235,9 @@ inline demandTarget() {
     :: VERSION_MATCHES -> \
        /* no lost update: the new content keeps every recorded IP EC2 still has */ \
        CHECK(no_lost_update, ((rIps & eniIps) & ~(ips)) == 0); \
-       rVer = rVer + 1; realVer++; rEni = eni; rIps = ips; rMark[0] = m0; rMark[1] = m1; \
+       rVer = rVer + 1; realVer++; \
+       WITHDRAWN_IN(0, m0); WITHDRAWN_IN(1, m1); \
+       rEni = eni; rIps = ips; rMark[0] = m0; rMark[1] = m1; \
        if :: stamps -> rStamp = rTab :: else fi; \
        if :: withLease -> rLease = me; leaseAlive = true; mine = true \
           :: else -> rLease = 0; leaseAlive = false; mine = false fi; \
@@ -246,6 +267,44 @@ inline demandTarget() {
 #define C_PENDING 1
 #define C_WITHDRAWING 2
 #define C_RELEASED 3   /* a tombstone: a Describe still listing it is not believed */
+/*
+ * [cidr-release-withdrawn-in] withWithdrawalVersions: the record write that makes an entry
+ * withdrawing stamps it with its own version W; a write that keeps it withdrawing keeps W (it is
+ * conditional on the version read, so the entry it keeps is the current one). The model forgets W
+ * once the entry leaves withdrawing (the code keeps it on the tombstone, where nothing reads it).
+ * Needs the version already incremented and the old entry still in rMark (see RECORD_PUT).
+ */
+#if AGENT == 20 && defined(CIDR_RELEASE)
+#define WITHDRAWN_IN(i, m) \
+    if \
+    :: (m) != C_WITHDRAWING -> rWd[i] = 0 \
+    :: (m) == C_WITHDRAWING && rMark[i] != C_WITHDRAWING -> rWd[i] = rVer; \
+       printf("  (the next write makes ip%d withdrawing: W = v%d)\n", i, realVer) \
+    :: else \
+    fi
+/*
+ * [cidr-release-carries-withdrawal] the CiliumNode's record-version annotation is W or newer
+ * (appliedRecordVersion, one table here): from then on no sync write carries an older record,
+ * since the sync reads the CiliumNode before the record and every patch tests the resourceVersion.
+ * MUT_UNASSIGN_BEFORE_PUBLISHED drops the condition.
+ */
+#ifdef MUT_UNASSIGN_BEFORE_PUBLISHED
+#define CARRIES_WITHDRAWAL(w) true
+#else
+#define CARRIES_WITHDRAWAL(w) (cAnn != 0 && cAnn >= (w))
+#endif
+#define WITHDRAWALS_CARRIED(set) \
+    ((!has(set, 0) || CARRIES_WITHDRAWAL(aWd[0])) && (!has(set, 1) || CARRIES_WITHDRAWAL(aWd[1])))
+#define READ_WITHDRAWN aWd[0] = rWd[0]; aWd[1] = rWd[1]
+/* the end of an invocation of allocator 1: its read of rWd is forgotten if it was the release */
+#define FORGET_WITHDRAWN if :: releasing -> aWd[0] = 0; aWd[1] = 0 :: else fi
+#else
+#define WITHDRAWN_IN(i, m) skip
+#define CARRIES_WITHDRAWAL(w) true
+#define WITHDRAWALS_CARRIED(set) true
+#define READ_WITHDRAWN skip
+#define FORGET_WITHDRAWN skip
+#endif
 #if AGENT == 20
 #define TOMBSTONED(m0, m1) (((m0) == C_RELEASED -> 1 : 0) | ((m1) == C_RELEASED -> 2 : 0))
 #define REASSIGNED(added) \
@@ -265,7 +324,8 @@ inline demandTarget() {
     :: m != C_RELEASED && m != C_NONE && !has(aIps, i) -> n = C_RELEASED   /* gone from EC2 */ \
     :: m != C_RELEASED && m != C_NONE && has(aIps, i) && !multiPool -> n = C_NONE \
     :: m != C_RELEASED && m != C_NONE && has(aIps, i) && multiPool && has(cAlloc, i) -> n = C_NONE \
-    :: m == C_WITHDRAWING && has(aIps, i) && multiPool && !has(cAlloc, i) && !PUBLISHED(i) -> \
+    :: m == C_WITHDRAWING && has(aIps, i) && multiPool && !has(cAlloc, i) && !PUBLISHED(i) && \
+       CARRIES_WITHDRAWAL(aWd[i]) -> \
        unassign = unassign | bit(i); n = C_RELEASED \
     :: else \
     fi; \
@@ -437,15 +497,16 @@ inline releaseInvocation() {
 
 /*
  * One multi-pool release invocation (release-cidrs releaseMultiPoolCidrs / releaseCidrsOnce with
- * planCidrRelease): a CIDR the agent dropped from allocated goes pending, then withdrawing (the sync
- * withdraws it from pool and status only from a version whose allocated lacks it), then is
- * unassigned after a fresh re-check, and tombstoned.
+ * planCidrRelease): a CIDR the agent dropped from allocated goes pending, then withdrawing in record
+ * version W (the sync withdraws it from pool and status only from a version whose allocated lacks
+ * it), then, once the CiliumNode carries W and lacks it, is unassigned after a fresh re-check, and
+ * tombstoned.
  */
 inline releaseCidrsInvocation() {
   /* [cidr-release-read-record] */
   READ(
     if :: rVer == 0 || leasedByOther -> goto finished :: else fi;
-    STARTS; rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1];
+    STARTS; rFresh = rFresh | bit(me - 1); aMark0 = rMark[0]; aMark1 = rMark[1]; READ_WITHDRAWN;
     printf("allocator %d: CIDR release reads record v%d (entries=%d,%d)\n", me, realVer, aMark0, aMark1)
   );
   /* [cidr-release-observe] the CiliumNode and the attached ENIs at once, and
@@ -457,7 +518,7 @@ inline releaseCidrsInvocation() {
     unassign = 0;
     NEXT_CIDR(0, aMark0, nMark0);
     NEXT_CIDR(1, aMark1, nMark1);
-    printf("  allocator %d: CIDR release reads CiliumNode (requested=%d allocated=%d status ips=%d) and EC2 (ips=%d): entries -> %d,%d, unassign %d\n", me, cReq, cAlloc, cStIps, aIps, nMark0, nMark1, unassign);
+    printf("  allocator %d: CIDR release reads CiliumNode (ann=v%d requested=%d allocated=%d status ips=%d) and EC2 (ips=%d): entries -> %d,%d, unassign %d\n", me, realAnn, cReq, cAlloc, cStIps, aIps, nMark0, nMark1, unassign);
     multiPool = false; headroom = 0
   );
   if
@@ -471,8 +532,9 @@ inline releaseCidrsInvocation() {
      /* [cidr-release-recheck] a fresh CiliumNode read right before the call */
      READ(
        if
-       :: !(cOwner == ME && cReq > 0 && cUsed == 0) || (cAlloc & unassign) != 0 || (cStEni && (cStIps & unassign) != 0) ->
-          printf("  allocator %d: the CIDR is wanted again; not releasing it\n", me);
+       :: !(cOwner == ME && cReq > 0 && cUsed == 0) || (cAlloc & unassign) != 0 || (cStEni && (cStIps & unassign) != 0) ||
+          !WITHDRAWALS_CARRIED(unassign) ->
+          printf("  allocator %d: the CIDR is wanted again, or its withdrawal is not on the CiliumNode; not releasing it\n", me);
           if :: has(unassign, 0) -> nMark0 = aMark0 :: else fi;
           if :: has(unassign, 1) -> nMark1 = aMark1 :: else fi;
           unassign = 0
@@ -511,6 +573,7 @@ finished:
         leaves it to expire */
      atomic {
        if :: mine && rLease == me -> leaseAlive = false :: else fi;
+       FORGET_WITHDRAWN;
        ENDS; rFresh = rFresh & ~bit(me - 1); aIps = 0; aMark0 = 0; aMark1 = 0; aTarget = 0;
        unassign = 0; nMark0 = 0; nMark1 = 0; aEni = false; mine = false;
        releasing = (me == 1 && !releasing)   /* the sweep (allocator 1) also runs the release */

@@ -98,6 +98,20 @@ const CONFIGURATIONS: readonly Configuration[] = [
     properties: [...COMMON, 'derivable_assigned', 'allocated_kept'],
   },
   {
+    name: 'multi-pool-cidr-release',
+    description:
+      "the 1.20 agent with our CIDR release (release-cidrs.ts), without timing assumptions: pending, withdrawing in record version W, unassigned once the CiliumNode carries W (or newer) and lacks the CIDR, re-checked, tombstoned. 2 allocate invocations (one also the sweep's release), 1 sync, 1 agent, 1 crash or agent restart, 3 pod starts/stops",
+    defines: ['AGENT=20', 'CIDR_RELEASE', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=3'],
+    properties: [...COMMON, 'derivable_assigned', 'allocated_kept'],
+  },
+  {
+    name: 'multi-pool-cidr-release-syncs',
+    description:
+      "the same with 2 syncs (one may hold an older record while the other publishes W): 1 allocate invocation (also the sweep's release), 2 syncs, 1 agent, 1 crash or agent restart, 2 pod starts/stops",
+    defines: ['AGENT=20', 'CIDR_RELEASE', 'SYNCS=2', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+    properties: [...COMMON, 'derivable_assigned', 'allocated_kept'],
+  },
+  {
     name: 'foreign-ciliumnode',
     description: `the CiliumNode of our node name names another instance: ${ACTORS}`,
     defines: ['AGENT=19', 'FOREIGN', 'MAXFAULTS=1', 'PODOPS=2'],
@@ -173,10 +187,17 @@ const MUTATIONS: readonly Mutation[] = [
     expect: 'no_lost_update',
   },
   {
-    name: 'multi-pool-cidr-release',
+    name: 'unassign-before-published',
     description:
-      'not a mutation: the current 1.20 CIDR release (release-cidrs.ts) without its timing assumption. A CIDR assigned but not yet published goes pending, withdrawing and is unassigned (it is not in status), while a sync that read the record before the withdrawal publishes it afterwards: safe only while the release delay outlasts every sync invocation',
-    defines: ['AGENT=20', 'CIDR_RELEASE', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=2'],
+      'the 1.20 CIDR release before withdrawals carried their record version: a withdrawn CIDR is unassigned as soon as status and allocated lack it. A CIDR assigned but not yet published goes pending, withdrawing and is unassigned, while a sync that read the record before the withdrawal publishes it afterwards',
+    defines: [
+      'AGENT=20',
+      'CIDR_RELEASE',
+      'MUT_UNASSIGN_BEFORE_PUBLISHED',
+      'SYNCS=1',
+      'MAXFAULTS=0',
+      'PODOPS=2',
+    ],
     expect: 'derivable_assigned',
   },
   {
