@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, inject, it } from 'vitest';
+import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { type LocalCloud, startLocalCloud } from '../local-cloud/local-cloud.ts';
 import { measureDemandLatency } from './demand.ts';
 import { seededRandom } from './floors.ts';
@@ -8,6 +9,8 @@ import { seededRandom } from './floors.ts';
  * `status.ipam.used`), the other a 1.20 agent (demand in `spec.ipam.pools.requested`); the watcher
  * serves both, and the figures come per agent version as well as for all nodes.
  */
+
+const poolSize = (node: CiliumNode | undefined) => Object.keys(node?.spec?.ipam?.pool ?? {}).length;
 
 let cloud: LocalCloud | undefined;
 afterEach(async () => {
@@ -27,7 +30,7 @@ describe('demand-to-pool latency in a mixed cluster', () => {
     const instances = [local.launchInstance('m5.large'), local.launchInstance('m5.large')];
     const names = instances.map((instance) => instance.privateDnsName);
     await local.waitUntil(
-      () => names.every((name) => Object.keys(local.k8s.store.get(name)?.spec?.ipam?.pool ?? {}).length >= 8),
+      () => names.every((name) => poolSize(local.k8s.store.get(name) as CiliumNode | undefined) >= 8),
       { timeoutMs: 60_000, description: 'both nodes have a pool' },
     );
     await local.settle();
