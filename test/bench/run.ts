@@ -370,6 +370,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     progress(`${readyAt.size}/${instanceIds.length} ready; settling...`);
     await cloud.settle();
     const burstEndMarks = {
+      ec2Calls: cloud.ec2.calls.log.length,
       k8sRequests: cloud.k8s.requests.all().length,
       syncLog: syncLog.length,
       taps: taps.map((tap) => tap.records.length),
@@ -421,7 +422,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     }
 
     // ---- EC2 figures
-    const burstCalls = cloud.ec2.calls.log.slice(marks.ec2Calls);
+    // The burst's own calls: the demand phases and the steady state after it make calls of their own.
+    const burstCalls = cloud.ec2.calls.log.slice(marks.ec2Calls, burstEndMarks.ec2Calls);
     const accepted = burstCalls.filter((call) => call.outcome !== 'throttled');
     const throttled = burstCalls.filter((call) => call.outcome === 'throttled');
     const mutatingAccepted = accepted.filter((call) => !isNonMutatingAction(call.action));
