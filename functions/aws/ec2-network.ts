@@ -128,6 +128,13 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   private readonly subnetCacheTtlMs: number;
   /** Per VPC: the listing (free counts kept current by `takeAddresses`) and its expiry. */
   private readonly subnetListings = new Map<string, { subnets: SubnetView[]; expiresAtMs: number }>();
+  /**
+   * Per VPC: the listing being read now, shared by every caller meanwhile (a cold container's
+   * concurrent reads ask once). `subnetGeneration` moves on at every refusal for room, so a listing
+   * asked for before it is never remembered after it.
+   */
+  private readonly subnetListingsInFlight = new Map<string, Promise<SubnetView[]>>();
+  private subnetGeneration = 0;
   /** ENI id to subnet id, from every ENI this container described or created. */
   private readonly subnetOfEni = new Map<string, string>();
   private readonly nowMs: () => number;
@@ -184,7 +191,14 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
         `instance ${instanceId} has ENIs outside its VPC ${vpcId} (${outsideVpc.map((eni) => `${eni.NetworkInterfaceId} in ${eni.VpcId}`).join(', ')}); cilium's per-node VPC cannot describe them`,
       );
     }
-    const subnetCidrs = await this.subnetCidrsById(interfaces.map((eni) => eni.SubnetId ?? ''));
+    const subnetIds = interfaces.map((eni) => eni.SubnetId ?? '');
+    // A listing of the VPC already being read (the allocation reads one beside this) brings every
+    // CIDR: wait for it rather than ask for the same subnets again.
+    const listing = this.subnetListingsInFlight.get(vpcId);
+    if (listing && subnetIds.some((id) => id !== '' && !this.subnetCidrs.has(id))) {
+      await listing.catch(() => undefined);
+    }
+    const subnetCidrs = await this.subnetCidrsById(subnetIds);
     for (const eni of interfaces) {
       if (eni.NetworkInterfaceId && eni.SubnetId) this.subnetOfEni.set(eni.NetworkInterfaceId, eni.SubnetId);
     }
@@ -268,15 +282,31 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
    * of room drops every listing, so the next plan is made from a fresh one. Callers get copies.
    */
   async describeSubnets(vpcId: string, availabilityZone: string): Promise<SubnetView[]> {
-    let listing = this.subnetListings.get(vpcId);
-    if (!listing || listing.expiresAtMs <= this.nowMs()) {
-      listing = { subnets: await this.describeSubnetsUncached(vpcId), expiresAtMs: 0 };
-      listing.expiresAtMs = this.nowMs() + this.subnetCacheTtlMs;
-      this.subnetListings.set(vpcId, listing);
-    }
-    return listing.subnets
+    const subnets = await this.subnetListing(vpcId);
+    return subnets
       .filter((subnet) => subnet.availabilityZone === availabilityZone)
       .map((subnet) => ({ ...subnet }));
+  }
+
+  /** The VPC's remembered listing, else the one being read, else a new read (single-flight). */
+  private subnetListing(vpcId: string): Promise<SubnetView[]> {
+    const listing = this.subnetListings.get(vpcId);
+    if (listing && listing.expiresAtMs > this.nowMs()) return Promise.resolve(listing.subnets);
+    const inFlight = this.subnetListingsInFlight.get(vpcId);
+    if (inFlight) return inFlight;
+    const generation = this.subnetGeneration;
+    const reading = this.describeSubnetsUncached(vpcId)
+      .then((subnets) => {
+        if (generation === this.subnetGeneration) {
+          this.subnetListings.set(vpcId, { subnets, expiresAtMs: this.nowMs() + this.subnetCacheTtlMs });
+        }
+        return subnets;
+      })
+      .finally(() => {
+        if (this.subnetListingsInFlight.get(vpcId) === reading) this.subnetListingsInFlight.delete(vpcId);
+      });
+    this.subnetListingsInFlight.set(vpcId, reading);
+    return reading;
   }
 
   /** Lowers the remembered free count of a subnet by addresses this container just took. */
@@ -295,7 +325,11 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
 
   /** EC2 refused for lack of room: forget every listing so the next plan reads fresh counts. */
   private forgetSubnetsOnRefusal(error: unknown): never {
-    if (isSubnetFull(error) || isPrefixCapacity(error)) this.subnetListings.clear();
+    if (isSubnetFull(error) || isPrefixCapacity(error)) {
+      this.subnetGeneration++;
+      this.subnetListings.clear();
+      this.subnetListingsInFlight.clear();
+    }
     throw error;
   }
 

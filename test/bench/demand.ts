@@ -2,14 +2,20 @@ import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { usedIps } from '../../functions/core/knobs.ts';
 import { calculateNeededIps } from '../../functions/core/pool-math.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
+import type { AgentVersion, LocalMultiPoolAgent } from '../local-cloud/cilium-agent.ts';
 import type { LocalCloud } from '../local-cloud/local-cloud.ts';
 import { nowMs } from './tap.ts';
 
 /**
- * Demand-to-pool latency: pods start on `nodes` at once (the agent writes `status.ipam.used`, which
- * raises the node's demand past its watermark), and each node's latency runs from that write to the
- * first CiliumNode version whose pool meets the demand again (status written before it, so its IPs
- * are usable). Measured from the Kubernetes emulator's commit hook, in simulated seconds.
+ * Demand-to-pool latency: pods start on `nodes` at once, and each node's latency runs from the
+ * agent's write that raises its demand past the watermark to the first CiliumNode version that
+ * meets the demand again. Per agent protocol:
+ * - 1.19 (CRD): the agent writes `status.ipam.used`; served when `spec.ipam.pool` meets the
+ *   watermark again (status is written before spec, so those IPs are usable);
+ * - 1.20 (multi-pool): the node's running agent model hands the pods IPs and writes
+ *   `spec.ipam.pools.requested`; served when the CIDRs a 1.20 agent derives from
+ *   `status.eni.enis` (non-excluded ENIs) hold at least the requested IPv4 addresses.
+ * Measured from the Kubernetes emulator's commit hook, in simulated seconds.
  * `watcher`: a Watch invocation holds the watch (no sweep runs); `sweep`: only the scheduled sweep,
  * every simulated minute, the pod starts falling at a seeded point of its period.
  */
@@ -20,6 +26,8 @@ export interface LatencyFigures {
   readonly p50Seconds: number | undefined;
   readonly p99Seconds: number | undefined;
   readonly maxSeconds: number | undefined;
+  /** The same figures per agent version, for the versions that ran. */
+  readonly byAgent: Readonly<Partial<Record<AgentVersion, Omit<LatencyFigures, 'byAgent'>>>>;
 }
 
 export interface DemandOptions {
@@ -40,17 +48,24 @@ export async function measureDemandLatency(
 ): Promise<LatencyFigures> {
   const startedAt = new Map<string, number>();
   const servedAt = new Map<string, number>();
+  const versionOf = (name: string): AgentVersion => (cloud.multiPoolAgent(name) ? '1.20' : '1.19');
   const unsubscribe = cloud.k8s.store.onWrite((entry) => {
     const start = startedAt.get(entry.name);
     if (start === undefined || servedAt.has(entry.name)) return;
-    if (demandOf(entry.object as unknown as CiliumNode, options.preAllocate) === 0)
-      servedAt.set(entry.name, nowMs());
+    const cn = entry.object as unknown as CiliumNode;
+    const served =
+      versionOf(entry.name) === '1.20' ? multiPoolDemandMet(cn) : crdDemandOf(cn, options.preAllocate) === 0;
+    if (served) servedAt.set(entry.name, nowMs());
   });
   const stop = await startServing(cloud, options);
   try {
     for (const name of nodeNames) {
-      startPods(cloud.k8s, name, options.newPods);
+      const agent = cloud.multiPoolAgent(name);
+      // Taken before the write: the write's own commit may already meet the demand (never here,
+      // as the pods take IPs beyond the watermark).
       startedAt.set(name, nowMs());
+      if (agent) startMultiPoolPods(agent, name, options.newPods);
+      else startPods(cloud.k8s, name, options.newPods);
     }
     const deadline = Date.now() + options.timeoutMs;
     while (servedAt.size < nodeNames.length && Date.now() < deadline) await sleep(100);
@@ -58,19 +73,27 @@ export async function measureDemandLatency(
     unsubscribe();
     await stop();
   }
-  const seconds = nodeNames
-    .filter((name) => servedAt.has(name))
-    .map(
-      (name) => (((servedAt.get(name) as number) - (startedAt.get(name) as number)) / 1000) * options.scale,
-    )
-    .sort((a, b) => a - b);
-  return {
-    nodes: nodeNames.length,
-    served: seconds.length,
-    p50Seconds: percentile(seconds, 0.5),
-    p99Seconds: percentile(seconds, 0.99),
-    maxSeconds: seconds.at(-1),
+  const latencyOf = (names: readonly string[]): Omit<LatencyFigures, 'byAgent'> => {
+    const seconds = names
+      .filter((name) => servedAt.has(name))
+      .map(
+        (name) => (((servedAt.get(name) as number) - (startedAt.get(name) as number)) / 1000) * options.scale,
+      )
+      .sort((a, b) => a - b);
+    return {
+      nodes: names.length,
+      served: seconds.length,
+      p50Seconds: percentile(seconds, 0.5),
+      p99Seconds: percentile(seconds, 0.99),
+      maxSeconds: seconds.at(-1),
+    };
   };
+  const byAgent: Partial<Record<AgentVersion, Omit<LatencyFigures, 'byAgent'>>> = {};
+  for (const version of ['1.19', '1.20'] as const) {
+    const names = nodeNames.filter((name) => versionOf(name) === version);
+    if (names.length > 0) byAgent[version] = latencyOf(names);
+  }
+  return { ...latencyOf(nodeNames), byAgent };
 }
 
 /** Starts what serves demand; resolves with how to stop it (the watcher runs out on its own). */
@@ -98,7 +121,8 @@ async function startServing(cloud: LocalCloud, options: DemandOptions): Promise<
   };
 }
 
-function demandOf(cn: CiliumNode, preAllocate: number): number {
+/** A 1.19 node's demand: what `spec.ipam.pool` lacks for `status.ipam.used` plus the watermark. */
+function crdDemandOf(cn: CiliumNode, preAllocate: number): number {
   return calculateNeededIps({
     availableIpCount: Object.keys(cn.spec?.ipam?.pool ?? {}).length,
     usedIpCount: usedIps(cn).length,
@@ -129,6 +153,39 @@ function startPods(k8s: K8sEmulator, nodeName: string, count: number): void {
       if (!(error instanceof ApiError && error.code === 409) || attempt >= 20) throw error;
     }
   }
+}
+
+/**
+ * Whether a 1.20 agent can serve what it requested: the IPv4 addresses it derives from
+ * `status.eni.enis` (ENIs below `first-interface-index` excluded, as the agent does; every listed
+ * address, /28 members included) are at least `spec.ipam.pools.requested`'s `ipv4-addrs`.
+ */
+function multiPoolDemandMet(cn: CiliumNode): boolean {
+  const requested = (
+    cn.spec?.ipam?.pools as
+      | { requested?: { pool?: string; needed?: { 'ipv4-addrs'?: number } }[] }
+      | undefined
+  )?.requested?.find((entry) => entry.pool === 'default')?.needed?.['ipv4-addrs'];
+  if (requested === undefined) return false;
+  const firstInterfaceIndex = Number(cn.spec?.eni?.['first-interface-index'] ?? 0);
+  const usable = Object.values(cn.status?.eni?.enis ?? {})
+    .filter((eni) => (eni.number ?? 0) >= firstInterfaceIndex)
+    .reduce((count, eni) => count + (eni.addresses ?? []).filter((ip) => !ip.includes(':')).length, 0);
+  return usable >= requested;
+}
+
+/**
+ * A 1.20 agent giving `count` more pods an IP each from the CIDRs it derived, then writing its
+ * raised `spec.ipam.pools.requested` (one pass of the running agent; a conflict is retried by it).
+ */
+function startMultiPoolPods(agent: LocalMultiPoolAgent, nodeName: string, count: number): void {
+  const existing = agent.model.inUseIps().length;
+  for (let index = 0; index < count; index++) {
+    const outcome = agent.model.allocate(`bench/${nodeName}/pod-${existing + index}`, 'ipv4', Date.now());
+    if ('error' in outcome)
+      throw new Error(`the 1.20 agent of ${nodeName} could not start a pod: ${outcome.error}`);
+  }
+  agent.pass();
 }
 
 function percentile(sorted: readonly number[], fraction: number): number | undefined {

@@ -7,7 +7,7 @@
  *   npm run bench -- [--nodes N] [--mix m5.large:2,t3.medium:1] [--first-interface-index 0|1]
  *                    [--prefix-delegation] [--duplicate-events RATE] [--scale X] [--out DIR]
  *                    [--concurrency C] [--import-runs R] [--timeout SECONDS] [--seed S]
- *                    [--demand-nodes N] [--sweep-cost-nodes 100,1000,5000]
+ *                    [--demand-nodes N] [--sweep-cost-nodes 100,1000,5000] [--agents 1.19|1.20|mixed]
  *
  * --nodes N                  instances launched at once (default 200)
  * --mix SPEC                 instance types and weights (default m5.large:2,t3.medium:1)
@@ -22,6 +22,8 @@
  * --import-runs R            fresh-process imports per function for the init time (default 5)
  * --timeout SECONDS          real seconds to wait for every node (default 120 + 0.6 per node)
  * --demand-nodes N           m5.large nodes of the burst whose pods start at once (default 50)
+ * --agents V                 the simulated cilium-agents: 1.19 (CRD protocol, default), 1.20
+ *                            (multi-pool: demand in spec.ipam.pools), mixed (every other node 1.20)
  * --sweep-cost-nodes LIST    cluster sizes for one steady-state sweep's cost (default 100,1000,5000;
  *                            empty to skip)
  */
@@ -31,6 +33,11 @@ import { parseArgs } from 'node:util';
 import { formatNumber } from './floors.ts';
 import { renderMarkdownReport, renderTable } from './report.ts';
 import { type BenchOptions, runBench } from './run.ts';
+
+function agentsOf(raw: string | undefined): '1.19' | '1.20' | 'mixed' {
+  if (raw === '1.19' || raw === '1.20' || raw === 'mixed') return raw;
+  throw new Error(`--agents must be 1.19, 1.20 or mixed, got ${raw}`);
+}
 
 function parseFlags(argv: string[]): BenchOptions & { out: string } {
   const { values } = parseArgs({
@@ -49,6 +56,7 @@ function parseFlags(argv: string[]): BenchOptions & { out: string } {
       seed: { type: 'string', default: '1' },
       'demand-nodes': { type: 'string', default: '50' },
       'sweep-cost-nodes': { type: 'string', default: '100,1000,5000' },
+      agents: { type: 'string', default: '1.19' },
     },
   });
   const integer = (name: string, raw: string | undefined, min: number, max: number) => {
@@ -75,6 +83,7 @@ function parseFlags(argv: string[]): BenchOptions & { out: string } {
       : { timeoutSeconds: integer('timeout', values.timeout, 10, 7_200) }),
     seed: integer('seed', values.seed, 0, 2 ** 31),
     demandNodes: integer('demand-nodes', values['demand-nodes'], 0, 1_000),
+    agents: agentsOf(values.agents),
     sweepCostNodes: (values['sweep-cost-nodes'] ?? '')
       .split(',')
       .filter((part) => part.trim() !== '')

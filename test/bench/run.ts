@@ -5,6 +5,7 @@ import { ENI_TAG_KEYS } from '../../functions/aws/eni-tags.ts';
 import type { DynamoNodeRecordStore } from '../../functions/aws/node-table.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import { isNonMutatingAction } from '../emulators/ec2/throttling.ts';
+import type { AgentVersion } from '../local-cloud/cilium-agent.ts';
 import { type LocalCloud, startLocalCloud } from '../local-cloud/local-cloud.ts';
 import { summarize } from '../local-cloud/summary.ts';
 import { synthesizeStack } from '../local-cloud/synthesize.ts';
@@ -51,6 +52,8 @@ export interface BenchOptions {
   readonly concurrency?: number;
   /** Fresh-process imports per function for the init time (median); default 5. */
   readonly importRuns?: number;
+  /** The simulated cilium-agents: 1.19 (CRD protocol, default), 1.20 (multi-pool), or mixed (every other node). */
+  readonly agents?: '1.19' | '1.20' | 'mixed';
   /** Nodes whose pods start at once for the demand-to-pool latency (m5.large of the burst); default 50. */
   readonly demandNodes?: number;
   /** Cluster sizes at which one steady-state sweep's cost is measured; default 100, 1000, 5000. */
@@ -195,6 +198,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       runSchedules: false,
       ec2Events: false,
       maxConcurrencyPerFunction: options.concurrency ?? 8,
+      agentVersions: options.agents ?? '1.19',
       environment: {
         // One Watch invocation per demand measurement, ending on its own.
         WATCH_SECONDS: '40',
@@ -366,6 +370,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     progress(`${readyAt.size}/${instanceIds.length} ready; settling...`);
     await cloud.settle();
     const burstEndMarks = {
+      ec2Calls: cloud.ec2.calls.log.length,
       k8sRequests: cloud.k8s.requests.all().length,
       syncLog: syncLog.length,
       taps: taps.map((tap) => tap.records.length),
@@ -417,19 +422,18 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     }
 
     // ---- EC2 figures
-    const burstCalls = cloud.ec2.calls.log.slice(marks.ec2Calls);
+    // The burst's own calls: the demand phases and the steady state after it make calls of their own.
+    const burstCalls = cloud.ec2.calls.log.slice(marks.ec2Calls, burstEndMarks.ec2Calls);
     const accepted = burstCalls.filter((call) => call.outcome !== 'throttled');
     const throttled = burstCalls.filter((call) => call.outcome === 'throttled');
     const mutatingAccepted = accepted.filter((call) => !isNonMutatingAction(call.action));
     const eniCalls = mutatingAccepted.filter((call) => !/PrivateIpAddresses$/.test(call.action)).length;
     const nonMutatingAccepted = accepted.filter((call) => isNonMutatingAction(call.action)).length;
     // Denials over the whole run (setup, burst, steady state): every one is a call the roles forbid.
-    const deniedEc2 = cloud.ec2.calls.log.filter((call) => call.deniedByIam === true);
-    const deniedK8s = cloud.k8s.requests
-      .all()
-      .filter((request) => request.statusCode === 401 || request.statusCode === 403);
-    // The watcher's invokes of the allocate function, authorized by its role.
-    const deniedInvokes = cloud.denials().lambda;
+    // (The watcher's invokes of the allocate function are authorized by its role too.)
+    const denials = cloud.denials();
+    const total = (counts: Readonly<Record<string, number>>) =>
+      Object.values(counts).reduce((sum, count) => sum + count, 0);
     let newEnis = 0;
     let floorAssigns = 0;
     for (const instanceId of instanceIds) {
@@ -501,26 +505,26 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       figure({
         id: 'denied_ec2_calls',
         label: 'EC2 calls denied by IAM',
-        value: deniedEc2.length,
+        value: total(denials.ec2),
         reference: 0,
         unit: 'calls',
-        note: `calls of the whole run the EC2 emulator answered UnauthorizedOperation after evaluating the caller's synthesized role policies: ${formatCounts(countBy(deniedEc2.map((call) => call.action)))}. Floor 0: the allocator never attempts a call its role may not make.`,
+        note: `calls of the whole run the EC2 emulator answered UnauthorizedOperation after evaluating the caller's synthesized role policies: ${formatCounts(denials.ec2)}. Floor 0: the allocator never attempts a call its role may not make.`,
       }),
       figure({
         id: 'denied_k8s_requests',
         label: 'Kubernetes requests denied (401/403)',
-        value: deniedK8s.length,
+        value: total(denials.kubernetes),
         reference: 0,
         unit: 'requests',
-        note: `requests of the whole run the Kubernetes emulator refused for authentication (401) or RBAC (403, each function's own group): ${formatCounts(countBy(deniedK8s.map((request) => `${request.verb} ${request.path}`.replace(/\/ciliumnodes\/[^/]+/, '/ciliumnodes/<name>'))))}. Floor 0.`,
+        note: `requests of the whole run the Kubernetes emulator refused for authentication (401) or RBAC (403, each function's own group): ${formatCounts(denials.kubernetes)}. Floor 0.`,
       }),
       figure({
         id: 'denied_lambda_invokes',
         label: 'Lambda invokes denied by IAM',
-        value: Object.values(deniedInvokes).reduce((sum, count) => sum + count, 0),
+        value: total(denials.lambda),
         reference: 0,
         unit: 'invokes',
-        note: `function-to-function invokes of the whole run (the watcher's of the allocate function) the local Lambda API refused after evaluating the caller's synthesized role policies: ${formatCounts(deniedInvokes)}. Floor 0.`,
+        note: `function-to-function invokes of the whole run (the watcher's of the allocate function) the local Lambda API refused after evaluating the caller's synthesized role policies: ${formatCounts(denials.lambda)}. Floor 0.`,
       }),
       figure({
         id: 'time_to_last_ready',
@@ -843,6 +847,8 @@ function validate(options: BenchOptions): void {
     throw new Error(`--duplicate-events must be in [0, 1], got ${options.duplicateEvents}`);
   if (options.firstInterfaceIndex !== 0 && options.firstInterfaceIndex !== 1)
     throw new Error(`--first-interface-index must be 0 or 1, got ${options.firstInterfaceIndex}`);
+  if (options.agents !== undefined && !['1.19', '1.20', 'mixed'].includes(options.agents))
+    throw new Error(`--agents must be 1.19, 1.20 or mixed, got ${options.agents}`);
   parseMix(options.mix);
 }
 
@@ -877,29 +883,45 @@ function demandFigures(
 ): Figure[] {
   // Floor: the same chain for one node alone (event to usable pool), as measured above.
   const floor = singleNode ? (singleNode.elapsedMs / 1000) * scale : undefined;
+  const floorNote = `Floor: one node alone, EC2 event to usable pool (${singleNode ? `${singleNode.roundTrips} round trips` : 'n/a'}).`;
   const rows: Figure[] = [];
   for (const [mode, latency] of [
     ['watcher', watcher],
     ['sweep alone', sweepAlone],
   ] as const) {
-    for (const [statistic, value] of [
-      ['p50', latency.p50Seconds],
-      ['p99', latency.p99Seconds],
-      ['max', latency.maxSeconds],
-    ] as const) {
-      rows.push(
-        figure({
-          id: `demand_to_pool_${mode.replace(' ', '_')}_${statistic}`,
-          label: `demand to pool, ${mode}, ${statistic}`,
-          value,
-          reference: floor,
-          unit: 'simulated s',
-          note: `pods start at once on ${latency.nodes} m5.large nodes (5 more pool IPs used each, past the pre-allocate watermark of 8); from the agent's status.ipam.used write to the first CiliumNode version whose pool meets the watermark again (${latency.served}/${latency.nodes} served). ${mode === 'watcher' ? 'One Watch invocation holds the watch; no sweep runs. Target: p99 <= 2 s.' : 'Only the scheduled sweep (every simulated minute) serves them; the pod starts fall at a seeded point of its period.'} Floor: one node alone, EC2 event to usable pool (${singleNode ? `${singleNode.roundTrips} round trips` : 'n/a'}).`,
-        }),
-      );
+    const versions = Object.keys(latency.byAgent) as AgentVersion[];
+    // One set of rows per agent version when both ran (a mixed cluster), else one for all.
+    const groups: [AgentVersion | undefined, Omit<LatencyFigures, 'byAgent'>][] =
+      versions.length > 1
+        ? versions.map((version) => [version, latency.byAgent[version] as Omit<LatencyFigures, 'byAgent'>])
+        : [[versions[0], latency]];
+    for (const [version, figures] of groups) {
+      const suffix = versions.length > 1 ? `_${version?.replace('.', '_')}` : '';
+      for (const [statistic, value] of [
+        ['p50', figures.p50Seconds],
+        ['p99', figures.p99Seconds],
+        ['max', figures.maxSeconds],
+      ] as const) {
+        rows.push(
+          figure({
+            id: `demand_to_pool_${mode.replace(' ', '_')}${suffix}_${statistic}`,
+            label: `demand to pool, ${mode}${versions.length > 1 ? `, ${version} agents` : ''}, ${statistic}`,
+            value,
+            reference: floor,
+            unit: 'simulated s',
+            note: `pods start at once on ${figures.nodes} m5.large nodes running ${version ?? '1.19'} agents (5 more pool IPs used each, past the pre-allocate watermark of 8); ${demandNote(version)} (${figures.served}/${figures.nodes} served). ${mode === 'watcher' ? 'One Watch invocation holds the watch; no sweep runs. Target: p99 <= 2 s.' : 'Only the scheduled sweep (every simulated minute) serves them; the pod starts fall at a seeded point of its period.'} ${floorNote}`,
+          }),
+        );
+      }
     }
   }
   return rows;
+}
+
+function demandNote(version: AgentVersion | undefined): string {
+  return version === '1.20'
+    ? "from the agent's spec.ipam.pools.requested write to the first CiliumNode version whose status.eni.enis (non-excluded ENIs) holds the requested IPv4 addresses"
+    : "from the agent's status.ipam.used write to the first CiliumNode version whose pool meets the watermark again";
 }
 
 function sweepCostFigures(cost: SweepCost): Figure[] {

@@ -117,7 +117,11 @@ export async function checkRun({ cloud, clusterName, instances }: CheckContext):
       if (ids.length > 1)
         failures.push(`duplicate-eni: ${instanceId} has ${ids.join(', ')} at device index ${index}`);
     }
-    const foreignOurs = ours.filter((eni) => eni.tags[ENI_TAG_KEYS.instanceId] !== instanceId);
+    // eth0 is created with the instance (a launch template tags it ours without knowing the
+    // instance id): it can be no other instance's ENI.
+    const foreignOurs = ours.filter(
+      (eni) => eni.attachment?.deviceIndex !== 0 && eni.tags[ENI_TAG_KEYS.instanceId] !== instanceId,
+    );
     for (const eni of foreignOurs) {
       failures.push(
         `duplicate-eni: ${instanceId} holds ${eni.networkInterfaceId}, made for ${eni.tags[ENI_TAG_KEYS.instanceId]}`,

@@ -59,6 +59,14 @@ export interface NodePlan {
   readonly agentVersion: '1.19' | '1.20';
   /** When (after the launch) the agent is upgraded or downgraded in place to the other version. */
   readonly switchVersionAfterMs?: number;
+  /**
+   * eth0 launched with our ownership tags (a launch template's), so the allocator may fill it
+   * before the agent registers its `first-interface-index`: the knob-change case (0 to 1 after
+   * eth0 was filled) that the 1.19 side answers with the release-ips handshake. Drawn only for
+   * nodes that stay on 1.19: a 1.20 agent excludes eth0 itself and cannot restore pods holding its
+   * IPs after an in-place upgrade, whatever the allocator does (README, limits).
+   */
+  readonly eth0Ours?: boolean;
 }
 
 export interface EventDelivery {
@@ -149,6 +157,13 @@ export function planRun(seed: number): RunPlan {
       agentVersion: agents.chance(0.5) ? '1.20' : '1.19',
       ...(agents.chance(0.3) ? { switchVersionAfterMs: agents.int(1_500, 4_000) } : {}),
     });
+  }
+
+  // eth0 ownership from its own stream too, so every earlier draw of a seed is as it was.
+  const eth0 = random.fork('eth0-ownership');
+  for (const [index, node] of nodes.entries()) {
+    const staysOn119 = node.agentVersion === '1.19' && node.switchVersionAfterMs === undefined;
+    if (eth0.chance(0.4) && staysOn119) nodes[index] = { ...node, eth0Ours: true };
   }
 
   // EC2 events: each delivered 1-3 times at random moments (so shuffled with the other nodes'),
@@ -291,7 +306,7 @@ export function describePlan(plan: RunPlan): string[] {
       .map(([name, value]) => `${name}=${value}`)
       .join(',');
     const agent = `${node.agentVersion}${node.switchVersionAfterMs === undefined ? '' : `→${node.agentVersion === '1.19' ? '1.20' : '1.19'}`}`;
-    return `#${index} ${node.instanceType} agent ${agent}${knobs ? ` {${knobs}}` : ''}${node.terminateAtMs === undefined ? '' : ' (terminated)'}`;
+    return `#${index} ${node.instanceType} agent ${agent}${knobs ? ` {${knobs}}` : ''}${node.eth0Ours ? ' eth0 ours' : ''}${node.terminateAtMs === undefined ? '' : ' (terminated)'}`;
   });
   const deliveries = plan.events.filter((event) => event.state === 'running').length;
   return [

@@ -1,4 +1,4 @@
-import { ENI_TAG_KEYS } from '../../functions/aws/eni-tags.ts';
+import { ENI_TAG_KEYS, ownershipTags } from '../../functions/aws/eni-tags.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { expandCidr } from '../../functions/core/ip-math.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
@@ -225,7 +225,12 @@ export async function runChaos(
       let remaining = plan.nodes.length;
       for (const [index, node] of plan.nodes.entries()) {
         at(node.launchAtMs, () => {
-          const instance = cloud.launchInstance(node.instanceType, { subnet: node.subnet });
+          const instance = cloud.launchInstance(node.instanceType, {
+            subnet: node.subnet,
+            ...(node.eth0Ours
+              ? { primaryNetworkInterfaceTags: ownershipTags(cloud.cluster.clusterName, 'launch-template') }
+              : {}),
+          });
           instanceIds[index] = instance.instanceId;
           nodeNames.set(instance.privateDnsName, instance.instanceId);
           for (const fault of plan.k8sFaults.filter((candidate) => candidate.node === index)) {

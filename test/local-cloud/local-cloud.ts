@@ -183,6 +183,8 @@ export interface LocalCloud {
   denials(): Denials;
   /** Invocation counters per function logical id. */
   functionStats(): Record<string, FunctionStats>;
+  /** The running 1.20 agent of a node (`agentVersions` 1.20 or mixed), if that node runs one. */
+  multiPoolAgent(nodeName: string): LocalMultiPoolAgent | undefined;
   /**
    * What a deploy that changes only the functions' environment does (e.g. `eni-ipam:paused`:
    * Lambda's UpdateFunctionConfiguration): every function gets `variables` on top of its
@@ -525,9 +527,9 @@ async function start(
     for (const timer of agentTimers) clearTimeout(timer);
   });
   const agentFailures: Error[] = [];
-  const multiPoolAgents: LocalMultiPoolAgent[] = [];
+  const multiPoolAgents = new Map<string, LocalMultiPoolAgent>();
   cleanups.push(() => {
-    for (const agent of multiPoolAgents) agent.stop();
+    for (const agent of multiPoolAgents.values()) agent.stop();
   });
   let registeredAgents = 0;
   const unsubscribe = ec2.state.onInstanceStateChange(({ instanceId, state }) => {
@@ -540,7 +542,7 @@ async function start(
           registerCiliumNode(k8s, nodeName, instanceId);
           const version = options.agentVersions ?? '1.19';
           if (version === '1.20' || (version === 'mixed' && registeredAgents % 2 === 1)) {
-            multiPoolAgents.push(new LocalMultiPoolAgent(k8s, nodeName, new MultiPoolAgentModel()));
+            multiPoolAgents.set(nodeName, new LocalMultiPoolAgent(k8s, nodeName, new MultiPoolAgentModel()));
           }
           registeredAgents++;
         } catch (error) {
@@ -625,6 +627,7 @@ async function start(
     summary: async (instanceIds = launched) => summarize(ec2.state, k8s, await records(), instanceIds),
     denials: () => denialsOf(ec2.calls.log, k8s.requests.all(), deniedInvokes),
     functionStats: () => functionStatsOf(runners),
+    multiPoolAgent: (nodeName) => multiPoolAgents.get(nodeName),
     updateFunctionEnvironment: async (variables) => {
       const replaced = [...runners.entries()].map(([logicalId, runner]) => {
         const spec = { ...runner.spec, environment: { ...runner.spec.environment, ...variables } };

@@ -220,6 +220,28 @@ describe('describes', () => {
     expect(await f.adapter.describeInstanceLimits('zz9.plural')).toBeUndefined();
   });
 
+  it("a cold container's concurrent subnet reads ask EC2 once: the VPC listing serves the attached ENIs' CIDRs too", async () => {
+    const f = await start();
+    const instanceId = f.launch('m5.large');
+    f.emulator.calls.reset();
+
+    const [listingA, listingB, enis] = await Promise.all([
+      f.adapter.describeSubnets(f.seed.vpc.vpcId, f.seed.availabilityZones[0]),
+      f.adapter.describeSubnets(f.seed.vpc.vpcId, f.seed.availabilityZones[1]),
+      f.adapter.describeAttachedEnis(instanceId, f.seed.vpc.vpcId),
+    ]);
+
+    expect(f.emulator.calls.byAction()).toEqual({
+      DescribeSubnets: 1,
+      DescribeRouteTables: 1,
+      DescribeNetworkInterfaces: 1,
+    });
+    expect(listingA.length).toBeGreaterThan(0);
+    expect(listingB.length).toBeGreaterThan(0);
+    const nodesA = f.seed.subnets.nodesA;
+    expect(enis[0]?.subnetCidr).toBe(nodesA.cidrBlock);
+  });
+
   it('describeAttachedEnis maps every attached ENI, with subnet CIDRs from ONE DescribeSubnets', async () => {
     const f = await start();
     const instanceId = f.launch('m5.large');
