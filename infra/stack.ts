@@ -10,6 +10,7 @@ import * as lambdaEventSources from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { EC2_SPOT_INTERRUPTION_DETAIL_TYPE, EC2_STATE_CHANGE_DETAIL_TYPE } from '../functions/core/events.ts';
+import { environmentFor, type VariableName } from '../functions/core/function-configuration.ts';
 import { emfAlarm, RouteAlarmsToTopic } from './alarm-routing.ts';
 import type { StackConfig } from './config.ts';
 import { addDashboard } from './dashboard.ts';
@@ -62,27 +63,11 @@ export class EniIpamStack extends Stack {
     this.metricsNamespace = `ServerlessEniIpam/${config.clusterName}`;
     const metricsNamespace = this.metricsNamespace;
 
-    // Both EKS modes authenticate the same way (an IAM token for the function's role); only how
-    // the role is mapped to Kubernetes groups differs. `none` (local cloud) reads KUBECONFIG.
-    const kubernetesEnvironment: Record<string, string> =
-      config.kubernetesAccess !== 'none'
-        ? {
-            EKS_CLUSTER_NAME: config.clusterName,
-            EKS_ENDPOINT: config.eksEndpoint,
-            EKS_CA_DATA: config.eksCertificateAuthorityData,
-          }
-        : {};
-    // The stack's knobs for nodes whose agent has not registered, and the pause switch: the
-    // allocating functions and the watcher (which judges demand with them) read the same values.
-    const preAgentEnvironment: Record<string, string> = {
-      DEFAULT_PRE_ALLOCATE: String(config.preAllocate),
-      DEFAULT_MIN_ALLOCATE: String(config.minAllocate),
-      DEFAULT_MAX_ALLOCATE: String(config.maxAllocate),
-      DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
-      DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
-      PAUSED: String(config.paused),
-    };
-    const allocationEnvironment: Record<string, string> = {
+    // Every value the stack sets, once; each function gets exactly the variables it reads
+    // (`environmentFor`, the configuration contract). Both EKS modes authenticate the same way (an
+    // IAM token for the function's role); only how the role is mapped to Kubernetes groups differs.
+    // `none` (local cloud) reads KUBECONFIG.
+    const values: Partial<Record<VariableName, string>> = {
       TABLE_NAME: table.tableName,
       CLUSTER_NAME: config.clusterName,
       CLUSTER_TAG_VALUES: config.clusterTagValues.join(','),
@@ -93,12 +78,24 @@ export class EniIpamStack extends Stack {
       ENI_TAGS: JSON.stringify(config.eniTags),
       ENI_GC_GRACE_MINUTES: String(config.eniGarbageCollectionGraceMinutes),
       RETIRED_RECORD_RETENTION_DAYS: String(config.retiredRecordRetentionDays),
-      ...preAgentEnvironment,
-      // The knobs for nodes whose agent has not registered yet (allocate and sweep read them).
+      // The stack's knobs for nodes whose agent has not registered, and the pause switch: the
+      // allocating functions and the watcher (which judges demand with them) read the same values.
+      DEFAULT_PRE_ALLOCATE: String(config.preAllocate),
+      DEFAULT_MIN_ALLOCATE: String(config.minAllocate),
+      DEFAULT_MAX_ALLOCATE: String(config.maxAllocate),
+      DEFAULT_MAX_ABOVE_WATERMARK: String(config.maxAboveWatermark),
+      DEFAULT_FIRST_INTERFACE_INDEX: String(config.firstInterfaceIndex),
+      PAUSED: String(config.paused),
       CILIUM_CONFIG_NAMESPACE: config.ciliumConfig.namespace,
       CILIUM_CONFIG_NAME: config.ciliumConfig.name,
       CILIUM_VERSION: config.ciliumVersion,
-      ...kubernetesEnvironment,
+      ...(config.kubernetesAccess !== 'none'
+        ? {
+            EKS_CLUSTER_NAME: config.clusterName,
+            EKS_ENDPOINT: config.eksEndpoint,
+            EKS_CA_DATA: config.eksCertificateAuthorityData,
+          }
+        : {}),
     };
 
     this.allocateFunction = new IpamFunction(this, 'Allocate', {
@@ -106,7 +103,7 @@ export class EniIpamStack extends Stack {
       serviceName: SERVICE_NAMES.Allocate,
       description: 'Allocates ENIs and IPs when an EC2 instance of the cluster starts running',
       timeout: Duration.minutes(2),
-      environment: allocationEnvironment,
+      environment: environmentFor('Allocate', values),
       logLevel: config.logLevel,
       metricsNamespace,
       reservedConcurrentExecutions: config.allocateReservedConcurrency,
@@ -116,7 +113,7 @@ export class EniIpamStack extends Stack {
       serviceName: SERVICE_NAMES.Sweep,
       description: 'Reconciles every node of the cluster with EC2',
       timeout: Duration.minutes(5),
-      environment: allocationEnvironment,
+      environment: environmentFor('Sweep', values),
       logLevel: config.logLevel,
       metricsNamespace,
       // Overlapping sweeps only contend for the same node leases (harmless); a cap is a lever on
@@ -128,7 +125,7 @@ export class EniIpamStack extends Stack {
       serviceName: SERVICE_NAMES.GarbageCollection,
       description: 'Deletes detached ENIs of ours that no live node record references',
       timeout: Duration.minutes(5),
-      environment: allocationEnvironment,
+      environment: environmentFor('GarbageCollection', values),
       logLevel: config.logLevel,
       metricsNamespace,
     });
@@ -137,22 +134,14 @@ export class EniIpamStack extends Stack {
       serviceName: SERVICE_NAMES.Sync,
       description: 'Writes one consistent node-record version to the CiliumNode: status first, then spec',
       timeout: Duration.minutes(2),
-      environment: {
-        TABLE_NAME: table.tableName,
-        NODE_NAMING: config.nodeNaming,
-        PAUSED: String(config.paused),
-        ...kubernetesEnvironment,
-      },
+      environment: environmentFor('Sync', values),
       logLevel: config.logLevel,
       metricsNamespace,
     });
 
     this.watchFunction = addCiliumNodeWatcher(this, {
       config,
-      environment: {
-        ...preAgentEnvironment,
-        ...kubernetesEnvironment,
-      },
+      values,
       allocateFunction: this.allocateFunction.function,
       metricsNamespace,
     }).watchFunction;

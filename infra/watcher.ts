@@ -6,6 +6,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type { Construct } from 'constructs';
 import { WATCH_STATE_KEY } from '../functions/aws/watch-lease.ts';
+import { environmentFor, type VariableName } from '../functions/core/function-configuration.ts';
 import type { StackConfig } from './config.ts';
 import { IpamFunction } from './ipam-function.ts';
 import { SERVICE_NAMES } from './service-names.ts';
@@ -13,11 +14,11 @@ import { SERVICE_NAMES } from './service-names.ts';
 export interface CiliumNodeWatcherProps {
   readonly config: StackConfig;
   /**
-   * The watcher's environment besides its own table and the allocate function: the Kubernetes
-   * connection, the default knobs (the watermark of nodes whose CiliumNode does not set them) and
-   * `PAUSED`.
+   * The stack's configuration values; the watcher takes its own (`environmentFor('Watch')`: the
+   * Kubernetes connection, the default knobs, which are the watermark of nodes whose CiliumNode does
+   * not set them, and `PAUSED`) and adds its table and the allocate function's name.
    */
-  readonly environment: Readonly<Record<string, string>>;
+  readonly values: Readonly<Partial<Record<VariableName, string>>>;
   /** Serves the nodes the watcher names (`{"task":"serve-node",...}`): the only function it invokes. */
   readonly allocateFunction: lambda.IFunction;
   readonly metricsNamespace: string;
@@ -53,11 +54,11 @@ export function addCiliumNodeWatcher(scope: Construct, props: CiliumNodeWatcherP
     description: 'Watches CiliumNodes and serves demand that crossed the watermark within a second',
     timeout: Duration.minutes(15),
     memorySizeMb: 256,
-    environment: {
-      ...props.environment,
+    environment: environmentFor('Watch', {
+      ...props.values,
       WATCH_TABLE_NAME: stateTable.tableName,
       ALLOCATE_FUNCTION_NAME: props.allocateFunction.functionName,
-    },
+    }),
     logLevel: props.config.logLevel,
     metricsNamespace: props.metricsNamespace,
   });

@@ -13,7 +13,7 @@ import type { LifecycleDependencies } from '../services/node-lifecycle.ts';
 import { preAgentKnobsForInvocation } from '../services/pre-agent-knobs.ts';
 import type { ReleaseSettings } from '../services/release-record.ts';
 import { syncNode } from '../services/sync-node.ts';
-import { Environment, isStringMap, readDefaultKnobs } from './environment.ts';
+import { Environment, readDefaultKnobs } from './environment.ts';
 import type { createLog } from './logger.ts';
 
 /** What a Lambda invocation needs besides its request id; built once per container. */
@@ -41,24 +41,20 @@ export function buildAllocationDependencies(
 ): ContainerDependencies {
   const environment = new Environment(variables);
   const clusterName = environment.string('CLUSTER_NAME');
-  const eniTags = environment.json('ENI_TAGS', isStringMap, {});
+  const eniTags = environment.stringMap('ENI_TAGS');
   const settings: AllocationSettings = {
     clusterName,
     clusterTagValues: environment.list('CLUSTER_TAG_VALUES'),
-    nodeNaming: environment.oneOf(
-      'NODE_NAMING',
-      ['private-dns-name', 'instance-id'] as const,
-      'private-dns-name',
-    ),
+    nodeNaming: environment.oneOf<'private-dns-name' | 'instance-id'>('NODE_NAMING'),
     defaultKnobs: readDefaultKnobs(environment),
-    prefixDelegationEnabled: environment.boolean('PREFIX_DELEGATION', false),
+    prefixDelegationEnabled: environment.boolean('PREFIX_DELEGATION'),
     eniTags,
     // Longer than the function's 2-minute timeout, so a live holder is never overtaken.
-    leaseDurationMs: environment.integer('LEASE_DURATION_SECONDS', 180) * 1000,
-    consistencyGraceMs: environment.integer('CONSISTENCY_GRACE_SECONDS', 60) * 1000,
+    leaseDurationMs: environment.integer('LEASE_DURATION_SECONDS') * 1000,
+    consistencyGraceMs: environment.integer('CONSISTENCY_GRACE_SECONDS') * 1000,
     maxRoundsPerInvocation: 32,
     maxAttachAttempts: 5,
-    paused: environment.boolean('PAUSED', false),
+    paused: environment.boolean('PAUSED'),
   };
   const ec2Client = createEc2Client();
   const ec2 = withInstanceLimitsCatalog(
@@ -75,8 +71,8 @@ export function buildAllocationDependencies(
   const kubernetesConnection = kubernetesConnectionFromEnv(variables);
   const kubernetesCredentials = { credentials: () => ec2Client.config.credentials() };
   const ciliumConfig = new LazyConfigMapReader(kubernetesConnection, kubernetesCredentials, {
-    namespace: environment.optionalString('CILIUM_CONFIG_NAMESPACE') ?? 'kube-system',
-    name: environment.optionalString('CILIUM_CONFIG_NAME') ?? 'cilium-config',
+    namespace: environment.string('CILIUM_CONFIG_NAMESPACE'),
+    name: environment.string('CILIUM_CONFIG_NAME'),
   });
   const preAgentKnobSettings = {
     stackDefaults: settings.defaultKnobs,
@@ -108,13 +104,13 @@ export function buildAllocationDependencies(
       clock: Date.now,
       log,
       clusterName,
-      retiredRecordRetentionDays: environment.integer('RETIRED_RECORD_RETENTION_DAYS', 30),
+      retiredRecordRetentionDays: environment.integer('RETIRED_RECORD_RETENTION_DAYS'),
     },
-    eniGarbageCollectionGraceMs: environment.integer('ENI_GC_GRACE_MINUTES', 10) * 60_000,
+    eniGarbageCollectionGraceMs: environment.integer('ENI_GC_GRACE_MINUTES') * 60_000,
     // cilium-operator's --aws-release-excess-ips (off by default) and --excess-ip-release-delay (180 s).
     release: {
-      enabled: environment.boolean('RELEASE_EXCESS_IPS', false),
-      delayMs: environment.integer('EXCESS_IP_RELEASE_DELAY_SECONDS', 180) * 1000,
+      enabled: environment.boolean('RELEASE_EXCESS_IPS'),
+      delayMs: environment.integer('EXCESS_IP_RELEASE_DELAY_SECONDS') * 1000,
     },
     preAgentKnobsForInvocation: () => preAgentKnobsForInvocation(ciliumConfig, preAgentKnobSettings, log),
   };

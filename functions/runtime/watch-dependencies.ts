@@ -40,15 +40,15 @@ export function buildWatchDependencies(
     leases: new DynamoWatchLeaseStore(dynamoDb, environment.string('WATCH_TABLE_NAME')),
     nodes: new LambdaNodeService(new LambdaClient({}), environment.string('ALLOCATE_FUNCTION_NAME')),
     defaultKnobs: readDefaultKnobs(environment),
-    paused: environment.boolean('PAUSED', false),
+    paused: environment.boolean('PAUSED'),
     clock: Date.now,
     log,
     watch: {
-      leaseMs: environment.integer('WATCH_LEASE_SECONDS', 30) * 1000,
-      concurrency: Math.max(1, environment.integer('WATCH_CONCURRENCY', 16)),
-      standbyMs: environment.integer('WATCH_STANDBY_SECONDS', 75) * 1000,
+      leaseMs: environment.integer('WATCH_LEASE_SECONDS') * 1000,
+      concurrency: Math.max(1, environment.integer('WATCH_CONCURRENCY')),
+      standbyMs: environment.integer('WATCH_STANDBY_SECONDS') * 1000,
     },
-    watchMs: environment.integer('WATCH_SECONDS', 780) * 1000,
-    drainMs: environment.integer('DRAIN_SECONDS', 90) * 1000,
+    watchMs: environment.integer('WATCH_SECONDS') * 1000,
+    drainMs: environment.integer('DRAIN_SECONDS') * 1000,
   };
 }

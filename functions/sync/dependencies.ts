@@ -27,7 +27,7 @@ export function buildSyncDependencies(
 ): SyncFunctionDependencies {
   const environment = new Environment(variables);
   const tableName = environment.string('TABLE_NAME');
-  const concurrency = Math.max(1, environment.integer('SYNC_CONCURRENCY', 8));
+  const concurrency = Math.max(1, environment.integer('SYNC_CONCURRENCY'));
   const connection = kubernetesConnectionFromEnv(variables);
   const dynamoDb = new DynamoDBClient({});
   const ciliumNodes = new LazyCiliumNodeApi(
@@ -42,6 +42,6 @@ export function buildSyncDependencies(
     log,
     concurrency,
     tableGeneration: tableGenerationOf(dynamoDb, tableName),
-    paused: environment.boolean('PAUSED', false),
+    paused: environment.boolean('PAUSED'),
   };
 }

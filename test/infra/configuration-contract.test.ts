@@ -1,0 +1,140 @@
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  CONFIGURATION_VARIABLES,
+  environmentFor,
+  FUNCTION_VARIABLES,
+  type FunctionName,
+  isRequired,
+  PLATFORM_VARIABLES,
+} from '../../functions/core/function-configuration.ts';
+import { buildAllocationDependencies } from '../../functions/runtime/allocation-dependencies.ts';
+import { Environment } from '../../functions/runtime/environment.ts';
+import { createLog } from '../../functions/runtime/logger.ts';
+import { buildWatchDependencies } from '../../functions/runtime/watch-dependencies.ts';
+import { buildSyncDependencies } from '../../functions/sync/dependencies.ts';
+import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
+
+/**
+ * The configuration contract, proved at both ends for every function: the stack sets exactly
+ * variables the function reads (and every one it requires), and the function, building its
+ * dependencies at cold start from the environment the stack synthesized, reads exactly the
+ * variables the contract lists for it, nothing more and nothing less. A variable set and never read,
+ * or read and never set (without a default), fails here.
+ */
+
+/** A cluster's real values (access-entry mode: the EKS connection is in the environment). */
+const REAL_CLUSTER = {
+  'eni-ipam:clusterName': 'prod_eu',
+  'eni-ipam:vpcId': 'vpc-0a1b2c3d4e5f60718',
+  'eni-ipam:eksEndpoint': 'https://9F2E4C1B7A6D3E8F0A1B2C3D4E5F6A7B.yl4.eu-west-1.eks.amazonaws.com',
+  'eni-ipam:eksCertificateAuthorityData': 'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM=',
+  'eni-ipam:ciliumVersion': '1.18',
+};
+
+const FUNCTIONS: readonly FunctionName[] = ['Allocate', 'Sweep', 'GarbageCollection', 'Sync', 'Watch'];
+
+/** Each function's cold-start dependency builder, as its handler module calls it. */
+const BUILDERS: Record<FunctionName, (variables: Record<string, string | undefined>) => unknown> = {
+  Allocate: (variables) => buildAllocationDependencies(variables, createLog('contract-test')),
+  Sweep: (variables) => buildAllocationDependencies(variables, createLog('contract-test')),
+  GarbageCollection: (variables) => buildAllocationDependencies(variables, createLog('contract-test')),
+  Sync: (variables) => buildSyncDependencies(variables, createLog('contract-test')),
+  Watch: (variables) => buildWatchDependencies(variables, createLog('contract-test')),
+};
+
+/** Variables per function logical id prefix; values CloudFormation resolves become placeholders. */
+function environments(): Record<FunctionName, Record<string, string>> {
+  const app = new App({
+    context: { ...cdkJsonContext(), ...REAL_CLUSTER, 'aws:cdk:bundling-stacks': [] },
+  });
+  const { stack } = buildApp(app);
+  app.synth();
+  const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
+  const byName = {} as Record<FunctionName, Record<string, string>>;
+  for (const name of FUNCTIONS) {
+    const entry = Object.entries(functions).find(([id]) =>
+      new RegExp(`^${name}Function[0-9A-F]{8}$`).test(id),
+    );
+    if (!entry) throw new Error(`no ${name} function in the template`);
+    const variables = entry[1].Properties.Environment.Variables as Record<string, unknown>;
+    byName[name] = Object.fromEntries(
+      Object.entries(variables).map(([key, value]) => [
+        key,
+        typeof value === 'string' ? value : `resolved-by-cloudformation-${key.toLowerCase()}`,
+      ]),
+    );
+  }
+  return byName;
+}
+
+/** The names the builder reads from its environment record (every property get). */
+function namesRead(
+  build: (variables: Record<string, string | undefined>) => unknown,
+  variables: Record<string, string>,
+) {
+  const read = new Set<string>();
+  const recording = new Proxy(
+    { ...variables, AWS_REGION: 'eu-west-1' },
+    {
+      get(target, property, receiver) {
+        if (typeof property === 'string') read.add(property);
+        return Reflect.get(target, property, receiver);
+      },
+    },
+  );
+  build(recording);
+  return [...read].filter((name) => !PLATFORM_VARIABLES.includes(name)).sort();
+}
+
+describe('the configuration contract between the stack and the functions', () => {
+  let synthesized: Record<FunctionName, Record<string, string>>;
+  beforeAll(() => {
+    synthesized = environments();
+  });
+
+  for (const name of FUNCTIONS) {
+    it(`${name}: the stack sets only variables it reads, and every one it requires`, () => {
+      const set = Object.keys(synthesized[name]).filter((key) => !PLATFORM_VARIABLES.includes(key));
+      const own: readonly string[] = FUNCTION_VARIABLES[name];
+      expect(set.filter((key) => !own.includes(key))).toEqual([]);
+      const required = FUNCTION_VARIABLES[name].filter(isRequired);
+      expect(required.filter((key) => !set.includes(key))).toEqual([]);
+    });
+
+    it(`${name}: at cold start it reads exactly the variables the contract lists for it`, () => {
+      expect(namesRead(BUILDERS[name], synthesized[name])).toEqual([...FUNCTION_VARIABLES[name]].sort());
+    });
+  }
+
+  it('defines every variable a function lists, and lists every variable it defines', () => {
+    const listed = new Set(Object.values(FUNCTION_VARIABLES).flat());
+    expect(Object.keys(CONFIGURATION_VARIABLES).filter((name) => !listed.has(name as never))).toEqual([]);
+  });
+
+  it('environmentFor refuses a variable no function reads and a missing required one, naming them', () => {
+    expect(() => environmentFor('Sync', { TABLE_NAME: 't', NOT_A_VARIABLE: 'x' } as never)).toThrow(
+      /no function reads NOT_A_VARIABLE/,
+    );
+    expect(() => environmentFor('Watch', { WATCH_TABLE_NAME: 'w' })).toThrow(
+      /Watch requires ALLOCATE_FUNCTION_NAME/,
+    );
+    expect(environmentFor('Sync', { TABLE_NAME: 't', CLUSTER_NAME: 'c', PAUSED: 'true' })).toEqual({
+      TABLE_NAME: 't',
+      PAUSED: 'true',
+    });
+  });
+
+  it("functions parse with the contract's defaults, and name the variable that is wrong", () => {
+    const environment = new Environment({ SYNC_CONCURRENCY: '', PAUSED: 'yes', NODE_NAMING: 'hostname' });
+    expect(environment.integer('SYNC_CONCURRENCY')).toBe(CONFIGURATION_VARIABLES.SYNC_CONCURRENCY.default);
+    expect(environment.string('CILIUM_CONFIG_NAME')).toBe('cilium-config');
+    expect(environment.optionalString('CILIUM_VERSION')).toBeUndefined();
+    expect(() => environment.boolean('PAUSED')).toThrow(/PAUSED must be true or false, got "yes"/);
+    expect(() => environment.oneOf('NODE_NAMING')).toThrow(
+      /NODE_NAMING must be one of private-dns-name, instance-id/,
+    );
+    expect(() => environment.string('TABLE_NAME')).toThrow(/TABLE_NAME is required/);
+  });
+});
