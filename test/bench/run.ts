@@ -926,7 +926,7 @@ function demandNote(version: AgentVersion | undefined): string {
 
 function sweepCostFigures(cost: SweepCost): Figure[] {
   const ec2Total = Object.values(cost.ec2Calls).reduce((sum, calls) => sum + calls, 0);
-  const note = `one {"task":"sweep"} invocation of the stack's Sweep function after ${cost.nodes} nodes were allocated and published (nothing changed since), read off pass-throughs.`;
+  const note = `one {"task":"sweep"} invocation of the stack's Sweep function after ${cost.nodes} nodes were allocated and published (nothing changed since), read off pass-throughs${cost.failure ? `; THE SWEEP FAILED (${cost.failure}), so the figures are of the part it did` : ''}.`;
   return [
     figure({
       id: `sweep_cost_ec2_calls_${cost.nodes}`,

@@ -37,6 +37,8 @@ export interface SweepCost {
   readonly kubernetesListBytes: number;
   readonly kubernetesWrites: number;
   readonly lambdaMs: number;
+  /** Set when the sweep invocation did not succeed (e.g. its 5-minute timeout): what it answered. */
+  readonly failure?: string;
 }
 
 const SILENT: Log = { debug() {}, info() {}, warn() {}, error() {} };
@@ -77,7 +79,11 @@ export async function measureSweepCost(
     const started = nowMs();
     const result = await cloud.invoke('Sweep', { task: 'sweep' });
     const lambdaMs = nowMs() - started;
-    if (result.status !== 'succeeded') throw new Error(`the sweep failed: ${JSON.stringify(result)}`);
+    // A failed sweep is a figure too (at some size it outgrows its timeout): reported, not thrown.
+    const failure =
+      result.status === 'succeeded'
+        ? undefined
+        : `${result.error?.errorType ?? 'failed'}: ${result.error?.errorMessage ?? JSON.stringify(result)}`;
     const ec2Calls: Record<string, number> = {};
     for (const record of ec2Tap.records.slice(marks[0]))
       ec2Calls[record.operation] = (ec2Calls[record.operation] ?? 0) + 1;
@@ -95,6 +101,7 @@ export async function measureSweepCost(
         .reduce((sum, record) => sum + (record.responseBytes ?? 0), 0),
       kubernetesWrites: k8s.filter((record) => record.method !== 'GET').length,
       lambdaMs,
+      ...(failure === undefined ? {} : { failure }),
     };
   } finally {
     await cloud.stop();
