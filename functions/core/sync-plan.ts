@@ -331,10 +331,12 @@ function statusHasExtras(current: Record<string, CiliumEni>, wanted: Record<stri
     const wantedEni = wanted[eniId];
     if (wantedEni === undefined) return true;
     const wantedAddresses = new Set(wantedEni.addresses ?? []);
-    const wantedPrefixes = new Set(wantedEni.prefixes ?? []);
+    const wantedPrefixes = new Set([...(wantedEni.prefixes ?? []), ...(wantedEni['ipv6-prefixes'] ?? [])]);
     return (
       (eni?.addresses ?? []).some((address) => !wantedAddresses.has(address)) ||
-      (eni?.prefixes ?? []).some((prefix) => !wantedPrefixes.has(prefix))
+      [...(eni?.prefixes ?? []), ...(eni?.['ipv6-prefixes'] ?? [])].some(
+        (prefix) => !wantedPrefixes.has(prefix),
+      )
     );
   });
 }
@@ -367,7 +369,7 @@ function enisCoveringPool(
 
 /**
  * Status target before the claim (grow only): the current ENIs, with every wanted ENI's fields
- * taken from the record and its addresses and prefixes merged with the current ones. A slower sync
+ * taken from the record and its addresses and prefixes (/28s and /80s) merged with the current ones. A slower sync
  * of an older version therefore never takes away what a newer one published.
  */
 function enisUnion(
@@ -381,8 +383,10 @@ function enisUnion(
     if (currentEni !== undefined) {
       const addresses = listUnion(wantedEni.addresses, currentEni.addresses, sortAddresses);
       const prefixes = listUnion(wantedEni.prefixes, currentEni.prefixes, sortPrefixes);
+      const ipv6Prefixes = listUnion(wantedEni['ipv6-prefixes'], currentEni['ipv6-prefixes'], sortPrefixes);
       if (addresses.length > 0) merged.addresses = addresses;
       if (prefixes.length > 0) merged.prefixes = prefixes;
+      if (ipv6Prefixes.length > 0) merged['ipv6-prefixes'] = ipv6Prefixes;
     }
     target[eniId] = merged;
   }

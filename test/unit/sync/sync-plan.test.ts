@@ -339,6 +339,44 @@ describe('planSyncStep scenarios', () => {
   });
 });
 
+describe('planSyncStep with a /80 (a 1.20 agent with IPv6, in a cluster whose CRD declares ipv6-prefixes)', () => {
+  const PREFIX = '2600:1f18:4a01:ab01:1::/80';
+  const withPrefix = (version: number) =>
+    recordAt(version, [eth0, eniFixture(1, 3, { ipv6Prefixes: [PREFIX] })]);
+
+  /** Plans and applies until a no-op; invariant 1 at every version (older CRDs would prune the /80). */
+  function apply(record: NodeRecord, server: FakeCiliumNodeServer): string[] {
+    const kinds: string[] = [];
+    for (let step = 0; step < 10; step++) {
+      const planned = planSyncStep(record, server.get());
+      kinds.push(
+        planned.kind === 'none' || planned.kind === 'refuse'
+          ? `${planned.kind}:${planned.reason}`
+          : planned.kind,
+      );
+      if (!isWrite(planned)) return kinds;
+      expect(checkStatusCoversSpec(server.apply(planned))).toEqual([]);
+    }
+    throw new Error(`no convergence: ${kinds.join(', ')}`);
+  }
+
+  it('the /80 reaches status with the record version that holds it; the pool has nothing to say about it', () => {
+    const server = new FakeCiliumNodeServer(agentCreatedNode());
+    converge(recordAt(1), server);
+    expect(apply(withPrefix(2), server)).toEqual(['status', 'spec', 'none:in-sync']);
+    expect(server.get()?.status?.eni?.enis?.[eniFixture(1, 0).id]?.['ipv6-prefixes']).toEqual([PREFIX]);
+    expect(server.get()?.spec?.ipam?.pool).toEqual(desiredPool(withPrefix(2)));
+  });
+
+  it('a /80 EC2 no longer has leaves status only after a claim, like every removal (grow-only before it)', () => {
+    const server = new FakeCiliumNodeServer(agentCreatedNode());
+    apply(withPrefix(1), server);
+    const lost = recordAt(2);
+    expect(apply(lost, server)).toEqual(['spec-claim', 'status', 'none:in-sync']);
+    expect(server.get()?.status?.eni?.enis).toEqual(desiredStatusEnis(lost));
+  });
+});
+
 describe('releaseIpsTarget', () => {
   it.each([
     {
