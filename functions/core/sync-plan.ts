@@ -250,6 +250,23 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined, tab
 }
 
 /**
+ * The ENIs whose `ipv6-prefixes` a status write asked for but the object the API server stored
+ * after it lacks: a CRD that does not declare the field pruned it (`CrdFieldDroppedError`).
+ */
+export function enisWithDroppedIpv6Prefixes(
+  written: Record<string, CiliumEni>,
+  stored: CiliumNode,
+): string[] {
+  const storedEnis = stored.status?.eni?.enis ?? {};
+  return Object.entries(written)
+    .filter(
+      ([eniId, eni]) =>
+        (eni['ipv6-prefixes'] ?? []).length > 0 && storedEnis[eniId]?.['ipv6-prefixes'] === undefined,
+    )
+    .map(([eniId]) => eniId);
+}
+
+/**
  * The CiliumNode we create when the agent has not yet: the instance id (so no other record can
  * claim it), an empty pool (invariant 1 holds trivially) and the claim for this record version.
  * The agent later Gets it and Updates it; it keeps `spec.ipam.pool` on Update.
