@@ -7,7 +7,7 @@ import {
   orderEnisToFill,
 } from './eni-selection.ts';
 import { ADDRESSES_PER_IPV4_PREFIX, compareIpv4, expandCidr, sortIpv4 } from './ip-math.ts';
-import { type EniLimitContext, isPrefixDelegationActive } from './limits.ts';
+import { type EniLimitContext, isPrefixDelegationActive, supportsPrefixDelegation } from './limits.ts';
 import type {
   EniState,
   InstanceLimits,
@@ -428,8 +428,8 @@ function planInMode(
 /**
  * The /80 a 1.20 agent asks for (cilium `MaxPrefixesToAllocate = neededPrefixes6`, §1.2), with the
  * IPv4 plan `ipv4`, first rule that applies:
- * 1. the instance type has no IPv6 (`ipv6PerInterface` 0): an IPv4 action as it is, else
- *    `blocked` / `Ipv6NotSupported`;
+ * 1. the instance type cannot hold a /80 (`ipv6PerInterface` 0, or not Nitro nor bare metal: EC2
+ *    delegates prefixes only there): an IPv4 action as it is, else `blocked` / `Ipv6NotSupported`;
  * 2. `assign` to an ENI that can hold a /80 (`ipv6CapableEnis`): that plan with `ipv6PrefixCount`
  *    (cilium asks on the ENI chosen for IPv4);
  * 3. `create-eni` whose first subnet is dual-stack: that plan with `ipv6PrefixCount`, its subnets
@@ -445,7 +445,7 @@ function withIpv6Prefix(
   limits: InstanceLimits,
   neededIps: number,
 ): AllocationPlan {
-  const supported = limits.ipv6PerInterface !== 0;
+  const supported = limits.ipv6PerInterface !== 0 && supportsPrefixDelegation(limits);
   if (ipv4.kind === 'assign') {
     const capable = supported && ipv6CapableEnis(snapshot, limits).some((eni) => eni.id === ipv4.eniId);
     return capable ? { ...ipv4, ipv6PrefixCount: 1 } : ipv4;
@@ -456,7 +456,9 @@ function withIpv6Prefix(
     : ({
         kind: 'blocked',
         code: 'Ipv6NotSupported',
-        message: `instance type ${snapshot.instance.instanceType} has no IPv6 addresses per interface; instance ${snapshot.instance.id} cannot get the /80 its agent asks for`,
+        message:
+          `instance type ${snapshot.instance.instanceType} cannot hold an IPv6 /80 (no IPv6 addresses per interface, ` +
+          `or no prefix delegation: not Nitro); instance ${snapshot.instance.id} cannot get the /80 its agent asks for`,
       } as const);
   return alone.kind === 'blocked' && ipv4.kind === 'blocked' ? ipv4 : alone;
 }

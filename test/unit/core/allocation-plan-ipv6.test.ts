@@ -241,6 +241,11 @@ describe('planAllocation with an agent that asks for IPv6', () => {
       plan: blocked('Ipv6NotSupported'),
     },
     {
+      case: 'a Xen type with IPv6 addresses: EC2 delegates no prefix there, blocked with the reason',
+      snapshot: snapshot({ limits: { ...M5_LARGE, hypervisor: 'xen' }, enis: [eth0, filled(1)] }),
+      plan: blocked('Ipv6NotSupported'),
+    },
+    {
       case: 'IPv4 blocked (subnet exhausted, no slot): the /80 still goes on an ENI that can hold it',
       snapshot: snapshot({
         subnets: [{ ...DUAL_STACK_NODE_SUBNET, availableAddresses: 0 }],
