@@ -575,7 +575,7 @@ async function assignPlanned(
   const actions: string[] = [];
   const cidrs: string[] = [];
   if ((plan.ipCount ?? 0) > 0 || (plan.prefixCount ?? 0) > 0) {
-    const assigned = await assignToEni(plan, enis, observation, refusals, deps);
+    const assigned = await assignToEni(plan, eni, observation, refusals, deps);
     if (assigned) {
       eni = assigned.eni;
       actions.push(`assign:${plan.eniId}:${assigned.count}`);
@@ -643,15 +643,13 @@ function rememberIpv6Refusal(
  */
 async function assignToEni(
   plan: AssignPlan,
-  enis: readonly EniState[],
+  eni: EniState,
   observation: Observation,
   refusals: SubnetRefusals,
   deps: AllocationDependencies,
 ): Promise<
   { eni: EniState; count: number; ips: readonly string[]; prefixes: readonly string[] } | undefined
 > {
-  const eni = enis.find((candidate) => candidate.id === plan.eniId);
-  if (!eni) throw new Error(`planned ENI ${plan.eniId} is not attached to ${observation.instance.id}`);
   const request =
     plan.prefixCount !== undefined ? { prefixCount: plan.prefixCount } : { ipCount: plan.ipCount ?? 0 };
   let assigned: Awaited<ReturnType<Ec2NetworkPort['assignIps']>>;
