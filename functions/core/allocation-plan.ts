@@ -360,10 +360,7 @@ function planInMode(
     };
   }
 
-  const deviceIndex =
-    emptyInterfaceSlots(limits, enis) > 0
-      ? firstFreeDeviceIndex(enis, knobs.firstInterfaceIndex, limits.maxInterfaces)
-      : undefined;
+  const deviceIndex = freeDeviceIndex(snapshot, limits);
   if (deviceIndex === undefined) {
     if (anyEniHasRoom({ enis, knobs, limitContext })) {
       return {
@@ -377,15 +374,7 @@ function planInMode(
     return { kind: 'none', reason: 'instance-at-capacity', neededIps };
   }
 
-  const subnetCandidates = subnetIdsOf(
-    chooseSubnets({
-      instance,
-      subnets: snapshot.subnets,
-      knobs,
-      ipv4PerInterface: limits.ipv4PerInterface,
-      excludedSubnetIds,
-    }),
-  );
+  const subnetCandidates = newEniSubnets(snapshot, limits, excludedSubnetIds);
   if (subnetCandidates.length === 0) {
     return {
       kind: 'blocked',
@@ -393,14 +382,6 @@ function planInMode(
       message: noSuitableSubnetMessage(snapshot, excludedSubnetIds),
     };
   }
-  const securityGroups = chooseSecurityGroups({
-    vpcId: instance.vpcId,
-    knobs,
-    securityGroups: snapshot.securityGroups,
-    enis,
-  });
-  if (securityGroups.kind === 'blocked') return securityGroups;
-
   const secondaryIpsPerEni = Math.max(limits.ipv4PerInterface - 1, 0);
   const request: AddressRequest =
     mode === 'prefixes'
@@ -410,17 +391,67 @@ function planInMode(
           ),
         }
       : { ipCount: Math.min(maxIpsToAllocate, secondaryIpsPerEni) };
-  if ((request.ipCount ?? request.prefixCount) === 0) {
+  const plan = createEniPlan(snapshot, { deviceIndex, subnetCandidates, neededIps }, request);
+  if (plan.kind === 'create-eni' && (request.ipCount ?? request.prefixCount) === 0) {
     return { kind: 'none', reason: 'instance-at-capacity', neededIps };
   }
+  return plan;
+}
+
+/** The first free device index at or above `first-interface-index`, when a device slot is free. */
+function freeDeviceIndex(snapshot: AllocationSnapshot, limits: InstanceLimits): number | undefined {
+  const { enis, knobs } = snapshot;
+  return emptyInterfaceSlots(limits, enis) > 0
+    ? firstFreeDeviceIndex(enis, knobs.firstInterfaceIndex, limits.maxInterfaces)
+    : undefined;
+}
+
+/** The subnets a new ENI may go to, best first (`chooseSubnets`), without `excludedSubnetIds`. */
+function newEniSubnets(
+  snapshot: AllocationSnapshot,
+  limits: InstanceLimits,
+  excludedSubnetIds: readonly string[],
+): string[] {
+  return subnetIdsOf(
+    chooseSubnets({
+      instance: snapshot.instance,
+      subnets: snapshot.subnets,
+      knobs: snapshot.knobs,
+      ipv4PerInterface: limits.ipv4PerInterface,
+      excludedSubnetIds,
+    }),
+  );
+}
+
+/**
+ * `create-eni` at the placement with `request`, the node's security groups (`chooseSecurityGroups`),
+ * cilium's description and the node's delete-on-termination; or the security groups' `blocked`.
+ */
+function createEniPlan(
+  snapshot: AllocationSnapshot,
+  placement: {
+    readonly deviceIndex: number;
+    readonly subnetCandidates: readonly string[];
+    readonly neededIps: number;
+  },
+  request: AddressRequest & Ipv6PrefixRequest,
+): AllocationPlan {
+  const { instance, knobs } = snapshot;
+  const securityGroups = chooseSecurityGroups({
+    vpcId: instance.vpcId,
+    knobs,
+    securityGroups: snapshot.securityGroups,
+    enis: snapshot.enis,
+  });
+  if (securityGroups.kind === 'blocked') return securityGroups;
   return {
     kind: 'create-eni',
-    deviceIndex,
-    subnetCandidates,
+    deviceIndex: placement.deviceIndex,
+    subnetCandidates: [...placement.subnetCandidates],
     securityGroupIds: securityGroups.securityGroupIds,
     description: eniDescription(instance.id),
     deleteOnTermination: knobs.deleteOnTermination,
-    neededIps,
+    neededIps: placement.neededIps,
     ...request,
   };
 }
@@ -491,7 +522,6 @@ function planIpv6PrefixAlone(
   limits: InstanceLimits,
   neededIps: number,
 ): AllocationPlan {
-  const { instance, enis, knobs } = snapshot;
   const onEni = ipv6CapableEnis(snapshot, limits)[0];
   if (onEni !== undefined) {
     return {
@@ -503,20 +533,11 @@ function planIpv6PrefixAlone(
       ipv6PrefixCount: 1,
     };
   }
-  const deviceIndex =
-    emptyInterfaceSlots(limits, enis) > 0
-      ? firstFreeDeviceIndex(enis, knobs.firstInterfaceIndex, limits.maxInterfaces)
-      : undefined;
+  const deviceIndex = freeDeviceIndex(snapshot, limits);
   const dualStack = dualStackSubnetIds(snapshot);
-  const subnetCandidates = subnetIdsOf(
-    chooseSubnets({
-      instance,
-      subnets: snapshot.subnets,
-      knobs,
-      ipv4PerInterface: limits.ipv4PerInterface,
-      excludedSubnetIds: snapshot.excludedSubnetIds ?? [],
-    }),
-  ).filter((subnetId) => dualStack.has(subnetId));
+  const subnetCandidates = newEniSubnets(snapshot, limits, snapshot.excludedSubnetIds ?? []).filter(
+    (subnetId) => dualStack.has(subnetId),
+  );
   if (deviceIndex === undefined || subnetCandidates.length === 0) {
     return {
       kind: 'blocked',
@@ -524,24 +545,11 @@ function planIpv6PrefixAlone(
       message: noDualStackSubnetMessage(snapshot, deviceIndex === undefined),
     };
   }
-  const securityGroups = chooseSecurityGroups({
-    vpcId: instance.vpcId,
-    knobs,
-    securityGroups: snapshot.securityGroups,
-    enis,
-  });
-  if (securityGroups.kind === 'blocked') return securityGroups;
-  return {
-    kind: 'create-eni',
-    deviceIndex,
-    subnetCandidates,
-    securityGroupIds: securityGroups.securityGroupIds,
-    description: eniDescription(instance.id),
-    deleteOnTermination: knobs.deleteOnTermination,
-    neededIps,
-    ipCount: 0,
-    ipv6PrefixCount: 1,
-  };
+  return createEniPlan(
+    snapshot,
+    { deviceIndex, subnetCandidates, neededIps },
+    { ipCount: 0, ipv6PrefixCount: 1 },
+  );
 }
 
 /**
