@@ -158,6 +158,26 @@ export function isAddressNotAssigned(error: unknown): boolean {
   return isInvalidParameterValueSaying(error, 'not assigned to interface');
 }
 
+/**
+ * EC2 refused the IPv6 part of a request: any `InvalidParameterValue`, limit or capacity answer to
+ * AssignIpv6Addresses (its whole request is IPv6: a subnet without an IPv6 block, a type without
+ * IPv6 or without prefixes, the per-ENI limit), or an `InvalidParameterValue` naming IPv6 on a
+ * create. The node's IPv4 allocation goes on without the /80; the planner routes around the subnet.
+ */
+export function isIpv6Refusal(error: unknown): boolean {
+  if (!(error instanceof Ec2Error)) return false;
+  if (error.action === 'AssignIpv6Addresses') {
+    return IPV6_REFUSAL_CODES.has(error.code);
+  }
+  return error.code === 'InvalidParameterValue' && /ipv6/i.test(error.message);
+}
+
+const IPV6_REFUSAL_CODES: ReadonlySet<string> = new Set([
+  'InvalidParameterValue',
+  'PrivateIpAddressLimitExceeded',
+  'InsufficientCidrBlocks',
+]);
+
 /** The instance is not in a state that allows the call (e.g. attach while `pending` or `stopping`). */
 export function isIncorrectInstanceState(error: unknown): boolean {
   return codeOf(error) === 'IncorrectInstanceState';

@@ -1,5 +1,6 @@
 import {
   type _InstanceType,
+  AssignIpv6AddressesCommand,
   AssignPrivateIpAddressesCommand,
   AttachNetworkInterfaceCommand,
   CreateNetworkInterfaceCommand,
@@ -25,6 +26,7 @@ import {
 } from '@aws-sdk/client-ec2';
 import { ConfigurationError, InvalidInputError } from '../core/errors.ts';
 import { ADDRESSES_PER_IPV4_PREFIX } from '../core/ip-math.ts';
+import { canonicalIpv6Cidr } from '../core/ipv6-math.ts';
 import type {
   EniState,
   InstanceLimits,
@@ -179,6 +181,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
             .filter((address) => !address.Primary)
             .map((address) => address.PrivateIpAddress ?? ''),
           prefixes: (eni.Ipv4Prefixes ?? []).map((prefix) => prefix.Ipv4Prefix ?? ''),
+          ...ipv6PrefixesField(eni.Ipv6Prefixes?.map((prefix) => prefix.Ipv6Prefix)),
         })),
       }));
   }
@@ -391,9 +394,12 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     const maxInterfaces = info?.NetworkInfo?.MaximumNetworkInterfaces;
     const ipv4PerInterface = info?.NetworkInfo?.Ipv4AddressesPerInterface;
     if (maxInterfaces === undefined || ipv4PerInterface === undefined) return undefined;
+    const ipv6PerInterface =
+      info?.NetworkInfo?.Ipv6Supported === false ? 0 : info?.NetworkInfo?.Ipv6AddressesPerInterface;
     return {
       maxInterfaces,
       ipv4PerInterface,
+      ...(ipv6PerInterface === undefined ? {} : { ipv6PerInterface }),
       hypervisor: info?.Hypervisor ?? '',
       bareMetal: info?.BareMetal ?? false,
     };
@@ -409,6 +415,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
           Description: request.description,
           ...(request.ipCount ? { SecondaryPrivateIpAddressCount: request.ipCount } : {}),
           ...(request.prefixCount ? { Ipv4PrefixCount: request.prefixCount } : {}),
+          ...(request.ipv6PrefixCount ? { Ipv6PrefixCount: request.ipv6PrefixCount } : {}),
           TagSpecifications: [
             {
               ResourceType: 'network-interface',
@@ -489,6 +496,15 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
       assigned.ips.length + assigned.prefixes.length * ADDRESSES_PER_IPV4_PREFIX,
     );
     return assigned;
+  }
+
+  async assignIpv6Prefixes(eniId: string, prefixCount: number): Promise<string[]> {
+    const output = await ec2('AssignIpv6Addresses', () =>
+      this.client.send(
+        new AssignIpv6AddressesCommand({ NetworkInterfaceId: eniId, Ipv6PrefixCount: prefixCount }),
+      ),
+    );
+    return definedStrings(output.AssignedIpv6Prefixes).map(canonicalIpv6Cidr);
   }
 
   async unassignIps(eniId: string, addresses: AssignedAddresses): Promise<void> {
@@ -657,6 +673,18 @@ function prefixesOf(eni: NetworkInterface): string[] {
   return definedStrings(eni.Ipv4Prefixes?.map((prefix) => prefix.Ipv4Prefix));
 }
 
+/**
+ * An ENI's /80s as the domain keeps them: `{ ipv6Prefixes }` in canonical text (EC2's spelling is
+ * not promised to be RFC 5952's) when there are any, else nothing, so an IPv4-only ENI reads as
+ * it always did.
+ */
+function ipv6PrefixesField(prefixes: readonly (string | undefined)[] | undefined): {
+  ipv6Prefixes?: readonly string[];
+} {
+  const defined = definedStrings(prefixes);
+  return defined.length > 0 ? { ipv6Prefixes: defined.map(canonicalIpv6Cidr) } : {};
+}
+
 function primaryIpOf(eni: NetworkInterface): string {
   return (
     eni.PrivateIpAddresses?.find((address) => address.Primary)?.PrivateIpAddress ?? eni.PrivateIpAddress ?? ''
@@ -670,6 +698,7 @@ function toDetachedEni(eni: NetworkInterface): DetachedEni {
     primaryIp: primaryIpOf(eni),
     secondaryIps: secondaryIpsOf(eni),
     prefixes: prefixesOf(eni),
+    ...ipv6PrefixesField(eni.Ipv6Prefixes?.map((prefix) => prefix.Ipv6Prefix)),
     subnetId: eni.SubnetId ?? '',
     securityGroupIds: definedStrings(eni.Groups?.map((group) => group.GroupId)),
     tags: tagsOf(eni.TagSet),
@@ -700,6 +729,7 @@ function toEniState(
     primaryIp: detached.primaryIp,
     secondaryIps: detached.secondaryIps,
     prefixes: detached.prefixes,
+    ...(detached.ipv6Prefixes ? { ipv6Prefixes: detached.ipv6Prefixes } : {}),
     subnetId: detached.subnetId,
     subnetCidr,
     securityGroupIds: detached.securityGroupIds,
@@ -730,6 +760,9 @@ function routeTableResolver(routeTables: readonly RouteTable[]): (subnetId: stri
 }
 
 function toSubnetView(subnet: Subnet, routeTableId: string | undefined): SubnetView {
+  const ipv6Cidr = subnet.Ipv6CidrBlockAssociationSet?.find(
+    (association) => association.Ipv6CidrBlockState?.State === 'associated' && association.Ipv6CidrBlock,
+  )?.Ipv6CidrBlock;
   return {
     id: subnet.SubnetId ?? '',
     cidr: subnet.CidrBlock ?? '',
@@ -738,6 +771,7 @@ function toSubnetView(subnet: Subnet, routeTableId: string | undefined): SubnetV
     availableAddresses: subnet.AvailableIpAddressCount ?? 0,
     tags: tagsOf(subnet.Tags),
     ...(routeTableId ? { routeTableId } : {}),
+    ...(ipv6Cidr ? { ipv6Cidr: canonicalIpv6Cidr(ipv6Cidr) } : {}),
   };
 }
 

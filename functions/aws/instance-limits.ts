@@ -120,6 +120,7 @@ export function isBareMetalTypeName(instanceType: string): boolean {
 interface StaticLimitsRow {
   readonly maxInterfaces: number;
   readonly ipv4PerInterface: number;
+  readonly ipv6PerInterface: number;
   readonly hypervisor: string;
 }
 
@@ -132,6 +133,7 @@ export const STATIC_INSTANCE_LIMITS: ReadonlyMap<string, InstanceLimits> = new M
     {
       maxInterfaces: row.maxInterfaces,
       ipv4PerInterface: row.ipv4PerInterface,
+      ipv6PerInterface: row.ipv6PerInterface,
       hypervisor: row.hypervisor,
       bareMetal: isBareMetalTypeName(instanceType),
     },

@@ -12,10 +12,16 @@ export const nodeTableSchema = {
   /** The optimistic-concurrency counter every write is conditional on. */
   versionAttribute: 'version',
   /**
-   * The record layout a writer used. Every write stamps `recordSchemaVersion`; a reader refuses an
-   * item with a higher one (a newer release wrote it), so an older function never reads a record it
-   * would drop fields of and write back. Items without it are version 1 (the first layout).
+   * The record layout a writer used. A reader refuses an item with a higher version than it knows
+   * (a newer release wrote it), so an older function never reads a record it would drop fields of
+   * and write back. Items without it are version 1 (the first layout). Every write stamps the
+   * LOWEST layout that holds the record (`recordSchemaVersionOf`), so a rollback to a release that
+   * reads only layout 1 keeps serving every node that needs nothing newer.
+   * - 1: the first layout;
+   * - 2: an ENI may carry `ipv6Prefixes` (a 1.20 agent's /80). A layout-1 reader would drop them and
+   *   withdraw the /80 from the CiliumNode, which an agent holding IPv6 pods never recovers from.
    */
   schemaVersionAttribute: 'schemaVersion',
-  recordSchemaVersion: 1,
+  /** The newest layout this release reads and writes. */
+  recordSchemaVersion: 2,
 } as const;

@@ -17,6 +17,11 @@ const VERSION = nodeTableSchema.versionAttribute;
 const SCHEMA_VERSION = nodeTableSchema.schemaVersionAttribute;
 const RECORD_SCHEMA_VERSION = nodeTableSchema.recordSchemaVersion;
 
+/** The lowest record layout that holds `record` (see `nodeTableSchema.schemaVersionAttribute`). */
+export function recordSchemaVersionOf(record: NodeRecord): number {
+  return record.enis.some((eni) => (eni.ipv6Prefixes ?? []).length > 0) ? 2 : 1;
+}
+
 /**
  * An item as a record: refuses one a newer release wrote (`NewerRecordSchemaError`), and strips
  * the schema stamp, which is the adapter's business, not the model's.
@@ -81,7 +86,7 @@ export class DynamoNodeRecordStore implements NodeRecordStore {
       await this.documents.send(
         new PutCommand({
           TableName: this.tableName,
-          Item: { ...record, [SCHEMA_VERSION]: RECORD_SCHEMA_VERSION },
+          Item: { ...record, [SCHEMA_VERSION]: recordSchemaVersionOf(record) },
           ...condition,
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),

@@ -1,7 +1,13 @@
 import { emptyInterfaceSlots, firstFreeDeviceIndex } from './device-index.ts';
-import { anyEniHasRoom, compareStrings, isExcluded, orderEnisToFill } from './eni-selection.ts';
+import {
+  anyEniHasRoom,
+  compareStrings,
+  isExcluded,
+  isExcludedBySpec,
+  orderEnisToFill,
+} from './eni-selection.ts';
 import { ADDRESSES_PER_IPV4_PREFIX, compareIpv4, expandCidr, sortIpv4 } from './ip-math.ts';
-import { type EniLimitContext, isPrefixDelegationActive } from './limits.ts';
+import { type EniLimitContext, isPrefixDelegationActive, supportsPrefixDelegation } from './limits.ts';
 import type {
   EniState,
   InstanceLimits,
@@ -41,6 +47,11 @@ export interface AllocationSnapshot {
   readonly knobs: NodeKnobs;
   /** `|status.ipam.used|`: addresses the agent has handed out. */
   readonly usedIpCount: number;
+  /**
+   * Whether the node's agent asks for IPv6 (`requested.ipv6-addrs > 0` on a multi-pool node,
+   * `AgentDemand.wantsIpv6`). Absent: no (every 1.19 node, and every IPv4-only one).
+   */
+  readonly wantsIpv6?: boolean;
   /** The stack-wide prefix-delegation switch (cilium `--aws-enable-prefix-delegation`). */
   readonly prefixDelegationEnabled: boolean;
   /** Subnets that already refused addresses during this round (InsufficientFreeAddressesInSubnet). */
@@ -52,6 +63,11 @@ export interface AllocationSnapshot {
    * once no suitable subnet is left that might give a /28 (see `planAllocation`).
    */
   readonly prefixRefusedSubnetIds?: readonly string[];
+  /**
+   * Subnets that refused a /80 during this invocation (`isIpv6Refusal`): treated as not dual-stack
+   * until the invocation ends, so the planner neither asks them for IPv6 again nor loops.
+   */
+  readonly ipv6RefusedSubnetIds?: readonly string[];
 }
 
 /**
@@ -70,12 +86,27 @@ export interface PoolDemand {
   readonly maxAboveWatermark: number;
   readonly neededIps: number;
   readonly excessIps: number;
+  /** cilium's `neededPrefixes6` (`neededIpv6Prefixes`): 1 or 0 IPv6 /80s to assign. */
+  readonly neededIpv6Prefixes: number;
 }
 
 type DemandInputs = Pick<
   AllocationSnapshot,
-  'limits' | 'enis' | 'knobs' | 'usedIpCount' | 'prefixDelegationEnabled'
+  'limits' | 'enis' | 'knobs' | 'usedIpCount' | 'prefixDelegationEnabled' | 'wantsIpv6'
 >;
+
+/**
+ * cilium's `neededPrefixes6` (reference cilium-multipool.md §1.2): 1 when the agent asks for IPv6
+ * and no ENI it derives from (`isExcludedBySpec` false) holds a /80, else 0. Never more than one,
+ * whatever `ipv6-addrs` says: a /80 holds more than any node can use, and it is never released.
+ */
+export function neededIpv6Prefixes(inputs: Pick<DemandInputs, 'wantsIpv6' | 'enis' | 'knobs'>): number {
+  if (inputs.wantsIpv6 !== true) return 0;
+  const held = inputs.enis
+    .filter((eni) => !isExcludedBySpec(eni, inputs.knobs))
+    .reduce((sum, eni) => sum + (eni.ipv6Prefixes?.length ?? 0), 0);
+  return held === 0 ? 1 : 0;
+}
 
 /** The pool's demand for one snapshot (cilium `recalculate`). */
 export function computePoolDemand(snapshot: DemandInputs): PoolDemand {
@@ -110,6 +141,7 @@ export function computePoolDemand(snapshot: DemandInputs): PoolDemand {
     excessIps: observable
       ? calculateExcessIps({ ...watermarks, maxAboveWatermark: knobs.maxAboveWatermark })
       : 0,
+    neededIpv6Prefixes: observable ? neededIpv6Prefixes(snapshot) : 0,
   };
 }
 
@@ -130,7 +162,11 @@ export type AllocationBlockedCode =
   | 'NoInterfacesObserved'
   | 'NoSuitableSubnet'
   | 'NoSecurityGroups'
-  | 'NoSubnetWithFreeAddresses';
+  | 'NoSubnetWithFreeAddresses'
+  /** The agent asks for IPv6, but no ENI of ours and no subnet that may take one is dual-stack. */
+  | 'NoDualStackSubnet'
+  /** The agent asks for IPv6, but the instance type has no IPv6 addresses per interface. */
+  | 'Ipv6NotSupported';
 
 /** How many addresses to ask EC2 for: plain secondary IPs, or /28 prefixes; never both. */
 export type AddressRequest =
@@ -147,6 +183,15 @@ export interface PrefixFallbackMark {
 }
 
 /**
+ * The IPv6 /80 a plan asks for besides its IPv4 addresses (cilium `MaxPrefixesToAllocate`,
+ * AssignIpv6Addresses or CreateNetworkInterface with `Ipv6PrefixCount=1`). Absent: none. A plan
+ * for the /80 alone asks for `ipCount: 0`.
+ */
+export interface Ipv6PrefixRequest {
+  readonly ipv6PrefixCount?: 1;
+}
+
+/**
  * The next action for a node. `neededIps` is cilium's `needed` for the snapshot (§3.2), carried for
  * logs and metrics; the requested count may exceed it by up to `max-above-watermark` (cilium
  * `MaxIPsToAllocate = needed + maxAboveWatermark`; the pending-pod surge is not modelled).
@@ -160,7 +205,8 @@ export type AllocationPlan =
       readonly subnetId: string;
       readonly neededIps: number;
     } & AddressRequest &
-      PrefixFallbackMark)
+      PrefixFallbackMark &
+      Ipv6PrefixRequest)
   | ({
       readonly kind: 'create-eni';
       /** The first free device index at or above `first-interface-index`. */
@@ -174,7 +220,8 @@ export type AllocationPlan =
       readonly deleteOnTermination: boolean;
       readonly neededIps: number;
     } & AddressRequest &
-      PrefixFallbackMark)
+      PrefixFallbackMark &
+      Ipv6PrefixRequest)
   | { readonly kind: 'blocked'; readonly code: AllocationBlockedCode; readonly message: string };
 
 /**
@@ -200,9 +247,11 @@ export type AllocationPlan =
  *    slot, then on a new ENI in any suitable subnet, which turns the node off prefix delegation for
  *    good (cilium's all-or-nothing rule, `isPrefixDelegationActive`). Every later plan for the node
  *    is then in IPs, leftover prefixes counting through `leftoverPrefixCapacityIps`.
+ * 5. when the agent asks for IPv6 and has no /80 yet (`neededIpv6Prefixes`), the /80 joins the plan
+ *    or follows it (`withIpv6Prefix`).
  */
 export function planAllocation(snapshot: AllocationSnapshot): AllocationPlan {
-  const { instance, limits, enis, knobs } = snapshot;
+  const { instance, limits, enis } = snapshot;
   if (instance.state !== 'running') return { kind: 'none', reason: 'instance-not-running', neededIps: 0 };
   if (limits === undefined) {
     return {
@@ -220,6 +269,13 @@ export function planAllocation(snapshot: AllocationSnapshot): AllocationPlan {
   }
 
   const demand = computePoolDemand(snapshot);
+  const ipv4 = planIpv4(snapshot, limits, demand);
+  return demand.neededIpv6Prefixes > 0 ? withIpv6Prefix(ipv4, snapshot, limits, demand.neededIps) : ipv4;
+}
+
+/** Rules 3 and 4 of `planAllocation`: the IPv4 addresses the watermarks ask for. */
+function planIpv4(snapshot: AllocationSnapshot, limits: InstanceLimits, demand: PoolDemand): AllocationPlan {
+  const { knobs } = snapshot;
   const { neededIps, prefixDelegation } = demand;
   if (neededIps === 0) return { kind: 'none', reason: reasonNothingNeeded(demand, knobs), neededIps };
 
@@ -304,10 +360,7 @@ function planInMode(
     };
   }
 
-  const deviceIndex =
-    emptyInterfaceSlots(limits, enis) > 0
-      ? firstFreeDeviceIndex(enis, knobs.firstInterfaceIndex, limits.maxInterfaces)
-      : undefined;
+  const deviceIndex = freeDeviceIndex(snapshot, limits);
   if (deviceIndex === undefined) {
     if (anyEniHasRoom({ enis, knobs, limitContext })) {
       return {
@@ -321,15 +374,7 @@ function planInMode(
     return { kind: 'none', reason: 'instance-at-capacity', neededIps };
   }
 
-  const subnetCandidates = subnetIdsOf(
-    chooseSubnets({
-      instance,
-      subnets: snapshot.subnets,
-      knobs,
-      ipv4PerInterface: limits.ipv4PerInterface,
-      excludedSubnetIds,
-    }),
-  );
+  const subnetCandidates = newEniSubnets(snapshot, limits, excludedSubnetIds);
   if (subnetCandidates.length === 0) {
     return {
       kind: 'blocked',
@@ -337,14 +382,6 @@ function planInMode(
       message: noSuitableSubnetMessage(snapshot, excludedSubnetIds),
     };
   }
-  const securityGroups = chooseSecurityGroups({
-    vpcId: instance.vpcId,
-    knobs,
-    securityGroups: snapshot.securityGroups,
-    enis,
-  });
-  if (securityGroups.kind === 'blocked') return securityGroups;
-
   const secondaryIpsPerEni = Math.max(limits.ipv4PerInterface - 1, 0);
   const request: AddressRequest =
     mode === 'prefixes'
@@ -354,19 +391,208 @@ function planInMode(
           ),
         }
       : { ipCount: Math.min(maxIpsToAllocate, secondaryIpsPerEni) };
-  if ((request.ipCount ?? request.prefixCount) === 0) {
+  const plan = createEniPlan(snapshot, { deviceIndex, subnetCandidates, neededIps }, request);
+  if (plan.kind === 'create-eni' && (request.ipCount ?? request.prefixCount) === 0) {
     return { kind: 'none', reason: 'instance-at-capacity', neededIps };
   }
+  return plan;
+}
+
+/** The first free device index at or above `first-interface-index`, when a device slot is free. */
+function freeDeviceIndex(snapshot: AllocationSnapshot, limits: InstanceLimits): number | undefined {
+  const { enis, knobs } = snapshot;
+  return emptyInterfaceSlots(limits, enis) > 0
+    ? firstFreeDeviceIndex(enis, knobs.firstInterfaceIndex, limits.maxInterfaces)
+    : undefined;
+}
+
+/** The subnets a new ENI may go to, best first (`chooseSubnets`), without `excludedSubnetIds`. */
+function newEniSubnets(
+  snapshot: AllocationSnapshot,
+  limits: InstanceLimits,
+  excludedSubnetIds: readonly string[],
+): string[] {
+  return subnetIdsOf(
+    chooseSubnets({
+      instance: snapshot.instance,
+      subnets: snapshot.subnets,
+      knobs: snapshot.knobs,
+      ipv4PerInterface: limits.ipv4PerInterface,
+      excludedSubnetIds,
+    }),
+  );
+}
+
+/**
+ * `create-eni` at the placement with `request`, the node's security groups (`chooseSecurityGroups`),
+ * cilium's description and the node's delete-on-termination; or the security groups' `blocked`.
+ */
+function createEniPlan(
+  snapshot: AllocationSnapshot,
+  placement: {
+    readonly deviceIndex: number;
+    readonly subnetCandidates: readonly string[];
+    readonly neededIps: number;
+  },
+  request: AddressRequest & Ipv6PrefixRequest,
+): AllocationPlan {
+  const { instance, knobs } = snapshot;
+  const securityGroups = chooseSecurityGroups({
+    vpcId: instance.vpcId,
+    knobs,
+    securityGroups: snapshot.securityGroups,
+    enis: snapshot.enis,
+  });
+  if (securityGroups.kind === 'blocked') return securityGroups;
   return {
     kind: 'create-eni',
-    deviceIndex,
-    subnetCandidates,
+    deviceIndex: placement.deviceIndex,
+    subnetCandidates: [...placement.subnetCandidates],
     securityGroupIds: securityGroups.securityGroupIds,
     description: eniDescription(instance.id),
     deleteOnTermination: knobs.deleteOnTermination,
-    neededIps,
+    neededIps: placement.neededIps,
     ...request,
   };
+}
+
+/**
+ * The /80 a 1.20 agent asks for (cilium `MaxPrefixesToAllocate = neededPrefixes6`, §1.2), with the
+ * IPv4 plan `ipv4`, first rule that applies:
+ * 1. the instance type cannot hold a /80 (`ipv6PerInterface` 0, or not Nitro nor bare metal: EC2
+ *    delegates prefixes only there): an IPv4 action as it is, else `blocked` / `Ipv6NotSupported`;
+ * 2. `assign` to an ENI that can hold a /80 (`ipv6CapableEnis`): that plan with `ipv6PrefixCount`
+ *    (cilium asks on the ENI chosen for IPv4);
+ * 3. `create-eni` whose first subnet is dual-stack: that plan with `ipv6PrefixCount`, its subnets
+ *    cut to the dual-stack ones (a fallback subnet must take the /80 too);
+ * 4. any other IPv4 action as it is: the /80 follows in the next round;
+ * 5. no IPv4 action (`none`, `blocked`): the /80 alone (`planIpv6PrefixAlone`), except that an IPv4
+ *    `blocked` is reported before an IPv6 one.
+ * IPv4 is served whatever happens to IPv6 (an agent with IPv6 waits for both; IPv4-only pods do not).
+ */
+function withIpv6Prefix(
+  ipv4: AllocationPlan,
+  snapshot: AllocationSnapshot,
+  limits: InstanceLimits,
+  neededIps: number,
+): AllocationPlan {
+  const supported = limits.ipv6PerInterface !== 0 && supportsPrefixDelegation(limits);
+  if (ipv4.kind === 'assign') {
+    const capable = supported && ipv6CapableEnis(snapshot, limits).some((eni) => eni.id === ipv4.eniId);
+    return capable ? { ...ipv4, ipv6PrefixCount: 1 } : ipv4;
+  }
+  if (ipv4.kind === 'create-eni') return supported ? withIpv6OnNewEni(ipv4, snapshot) : ipv4;
+  const alone = supported
+    ? planIpv6PrefixAlone(snapshot, limits, neededIps)
+    : ({
+        kind: 'blocked',
+        code: 'Ipv6NotSupported',
+        message:
+          `instance type ${snapshot.instance.instanceType} cannot hold an IPv6 /80 (no IPv6 addresses per interface, ` +
+          `or no prefix delegation: not Nitro); instance ${snapshot.instance.id} cannot get the /80 its agent asks for`,
+      } as const);
+  return alone.kind === 'blocked' && ipv4.kind === 'blocked' ? ipv4 : alone;
+}
+
+type CreatePlan = Extract<AllocationPlan, { kind: 'create-eni' }>;
+
+function withIpv6OnNewEni(plan: CreatePlan, snapshot: AllocationSnapshot): CreatePlan {
+  const dualStack = dualStackSubnetIds(snapshot);
+  const first = plan.subnetCandidates[0];
+  if (first === undefined || !dualStack.has(first)) return plan;
+  return {
+    ...plan,
+    subnetCandidates: plan.subnetCandidates.filter((subnetId) => dualStack.has(subnetId)),
+    ipv6PrefixCount: 1,
+  };
+}
+
+/**
+ * The /80 with no IPv4 address this round (cilium `AllocateIPs` with only `MaxPrefixesToAllocate`,
+ * or `CreateInterface` with nothing to allocate but the /80), first rule that applies:
+ * 1. an ENI that can hold it (`ipv6CapableEnis`, lowest device index first): `assign` with
+ *    `ipCount: 0` and `ipv6PrefixCount`;
+ * 2. a free device slot, a dual-stack subnet among those a new ENI may go to (`chooseSubnets`, in
+ *    its order) and security groups: `create-eni` with only the ENI's primary IPv4 and the /80;
+ * 3. otherwise `blocked` / `NoDualStackSubnet` (or the security groups' `blocked`): the node keeps
+ *    its IPv4, and its CiliumNode says why its agent gets no IPv6.
+ */
+function planIpv6PrefixAlone(
+  snapshot: AllocationSnapshot,
+  limits: InstanceLimits,
+  neededIps: number,
+): AllocationPlan {
+  const onEni = ipv6CapableEnis(snapshot, limits)[0];
+  if (onEni !== undefined) {
+    return {
+      kind: 'assign',
+      eniId: onEni.id,
+      subnetId: onEni.subnetId,
+      neededIps,
+      ipCount: 0,
+      ipv6PrefixCount: 1,
+    };
+  }
+  const deviceIndex = freeDeviceIndex(snapshot, limits);
+  const dualStack = dualStackSubnetIds(snapshot);
+  const subnetCandidates = newEniSubnets(snapshot, limits, snapshot.excludedSubnetIds ?? []).filter(
+    (subnetId) => dualStack.has(subnetId),
+  );
+  if (deviceIndex === undefined || subnetCandidates.length === 0) {
+    return {
+      kind: 'blocked',
+      code: 'NoDualStackSubnet',
+      message: noDualStackSubnetMessage(snapshot, deviceIndex === undefined),
+    };
+  }
+  return createEniPlan(
+    snapshot,
+    { deviceIndex, subnetCandidates, neededIps },
+    { ipCount: 0, ipv6PrefixCount: 1 },
+  );
+}
+
+/**
+ * ENIs that can take the /80, lowest device index first: not excluded (ours, and one the agent
+ * derives from), in a dual-stack subnet that did not refuse IPv6 this invocation, with room under
+ * Ipv6AddressesPerInterface (each /80 counts as one address; AWS gives as many as IPv4 when the
+ * type does not say). IPv6 /128 addresses are not tracked: none of ours has one.
+ */
+function ipv6CapableEnis(snapshot: AllocationSnapshot, limits: InstanceLimits): EniState[] {
+  const dualStack = dualStackSubnetIds(snapshot);
+  const perEni = limits.ipv6PerInterface ?? limits.ipv4PerInterface;
+  return snapshot.enis
+    .filter(
+      (eni) =>
+        !isExcluded(eni, snapshot.knobs) &&
+        dualStack.has(eni.subnetId) &&
+        (eni.ipv6Prefixes?.length ?? 0) < perEni,
+    )
+    .sort((left, right) => left.deviceIndex - right.deviceIndex || compareStrings(left.id, right.id));
+}
+
+/** Subnets with an IPv6 block that have not refused a /80 during this invocation. */
+function dualStackSubnetIds(snapshot: AllocationSnapshot): Set<string> {
+  const refused = new Set(snapshot.ipv6RefusedSubnetIds ?? []);
+  return new Set(
+    snapshot.subnets
+      .filter((subnet) => subnet.ipv6Cidr !== undefined && !refused.has(subnet.id))
+      .map((subnet) => subnet.id),
+  );
+}
+
+function noDualStackSubnetMessage(snapshot: AllocationSnapshot, noFreeSlot: boolean): string {
+  const { instance, knobs } = snapshot;
+  const refused = snapshot.ipv6RefusedSubnetIds ?? [];
+  const where = noFreeSlot
+    ? 'no device slot is free for an ENI in a dual-stack subnet'
+    : 'no subnet a new ENI may go to has an IPv6 CIDR block';
+  return (
+    `the agent of instance ${instance.id} asks for IPv6, but none of its ENIs is in a dual-stack subnet and ${where} ` +
+    `(VPC=${instance.vpcId} AZ=${instance.availabilityZone} SubnetIDs=[${knobs.subnetIds.join(' ')}] ` +
+    `SubnetTags=${formatTags(knobs.subnetTags)}${refused.length > 0 ? ` Ipv6RefusedThisRound=[${refused.join(' ')}]` : ''}); ` +
+    'IPv4 is still served'
+  );
 }
 
 /** The description cilium gives the ENIs it creates: `Cilium-CNI (<instance-id>)`. */

@@ -54,6 +54,12 @@ export function renderEni(eni: EniState, vpc: VpcView, usePrimaryAddress: boolea
   const addresses = eniAddresses(eni, usePrimaryAddress);
   if (addresses.length > 0) rendered.addresses = addresses;
   if (eni.prefixes.length > 0) rendered.prefixes = sortPrefixes(eni.prefixes);
+  // Only on an ENI that holds a /80, as cilium's omitempty: an IPv4-only node renders exactly as
+  // before IPv6 and validates unchanged against every CRD generation. A /80 exists only because a
+  // 1.20+ agent asked for it, and such a cluster runs the CRD of cilium 1.20.0 or later, which
+  // declares the field (older CRDs would prune it from the status the API server stores).
+  const ipv6Prefixes = eni.ipv6Prefixes ?? [];
+  if (ipv6Prefixes.length > 0) rendered['ipv6-prefixes'] = sortPrefixes(ipv6Prefixes);
   if (eni.securityGroupIds.length > 0) rendered['security-groups'] = [...eni.securityGroupIds];
   if (Object.keys(eni.tags).length > 0) rendered.tags = { ...eni.tags };
   return rendered;

@@ -25,7 +25,19 @@ export function isExcluded(
   eni: EniState,
   knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags'>,
 ): boolean {
-  if (eni.foreign === true || eni.deviceIndex < knobs.firstInterfaceIndex) return true;
+  return eni.foreign === true || isExcludedBySpec(eni, knobs);
+}
+
+/**
+ * cilium `ENI.IsExcludedBySpec` alone, as the agent applies it when it derives its CIDRs (§2.1):
+ * below `firstInterfaceIndex`, or tagged with every `excludeInterfaceTags`. An ENI that is not
+ * ours but not excluded this way (eth0 at `first-interface-index` 0) is one the agent derives from.
+ */
+export function isExcludedBySpec(
+  eni: EniState,
+  knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags'>,
+): boolean {
+  if (eni.deviceIndex < knobs.firstInterfaceIndex) return true;
   const excludeTags = knobs.excludeInterfaceTags;
   return Object.keys(excludeTags).length > 0 && matchesAllTags(eni.tags, excludeTags);
 }

@@ -52,6 +52,25 @@ export class CiliumConfigError extends Error {
 }
 
 /**
+ * The cluster's CiliumNode CRD does not declare a field the sync publishes, so the API server
+ * dropped it from the object it stored (pruning): the sync cannot converge, and the agent never
+ * sees the field. Today: `status.eni.enis[*].ipv6-prefixes`, declared since cilium 1.20.0, which a
+ * node only needs when its agent (1.20 or later) asked for IPv6. Retried like any failed sync, so
+ * the node converges once the cluster runs the newer CRD.
+ */
+export class CrdFieldDroppedError extends Error {
+  override readonly name = 'CrdFieldDroppedError';
+  constructor(
+    readonly nodeName: string,
+    readonly field: string,
+  ) {
+    super(
+      `CiliumNode ${nodeName}: the API server dropped ${field} from the status we wrote; the cluster's CiliumNode CRD predates it (install the CRD of cilium 1.20.0 or later)`,
+    );
+  }
+}
+
+/**
  * A node record was written by a newer release of serverless-eni-ipam (a higher schema version)
  * than this function understands: reading on could drop fields the newer writer relies on, so the
  * function refuses the record (and writes nothing) until every function runs the new release.

@@ -1,6 +1,7 @@
 import { agentProtocolOf, allocatedCidrs } from './agent-protocol.ts';
 import type { CiliumEni, CiliumNode } from './ciliumnode.ts';
 import { cidrContains, isIpv4Address, parseCidr } from './ip-math.ts';
+import { isCanonicalIpv6Cidr } from './ipv6-math.ts';
 import { instanceIdOfCiliumNode } from './knobs.ts';
 
 /**
@@ -101,7 +102,7 @@ const MAC_ADDRESS = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
  * Invariant 7's "complete at every version" (reference cilium-multipool.md I1), what 1.20 agents
  * need of EVERY ENI entry, eth0 and excluded ones included: the key as `id`, a canonical primary
  * `ip`, a valid `mac`, a valid `subnet.cidr` and `vpc.primary-cidr`, every `vpc.cidrs` item valid,
- * every address canonical (a malformed one breaks Go decoding of the whole object).
+ * every address and /80 canonical (a malformed one breaks Go decoding of the whole object).
  */
 export function checkEniEntriesComplete(cn: CiliumNode): Violation[] {
   const violations: Violation[] = [];
@@ -115,6 +116,8 @@ export function checkEniEntriesComplete(cn: CiliumNode): Violation[] {
     if ((eni?.vpc?.cidrs ?? []).some((cidr) => !isIpv4Cidr(cidr))) problems.push('a vpc.cidrs item');
     const bad = (eni?.addresses ?? []).filter((address) => !isIpv4Address(address));
     if (bad.length > 0) problems.push(`addresses ${JSON.stringify(bad)}`);
+    const badIpv6 = (eni?.['ipv6-prefixes'] ?? []).filter((prefix) => !isCanonicalIpv6Cidr(prefix));
+    if (badIpv6.length > 0) problems.push(`ipv6-prefixes ${JSON.stringify(badIpv6)}`);
     if (problems.length > 0) {
       violations.push({
         invariant: 'eni-status-complete',
@@ -167,10 +170,7 @@ export function publishedCidrs(cn: CiliumNode): Set<string> {
   for (const eni of Object.values(cn.status?.eni?.enis ?? {})) {
     const prefixes = eni?.prefixes ?? [];
     for (const prefix of prefixes) cidrs.add(prefix);
-    for (const prefix of ((eni as Record<string, unknown>)?.['ipv6-prefixes'] as string[] | undefined) ??
-      []) {
-      cidrs.add(prefix);
-    }
+    for (const prefix of eni?.['ipv6-prefixes'] ?? []) cidrs.add(prefix);
     for (const address of eni?.addresses ?? []) {
       if (!prefixes.some((prefix) => isIpv4Cidr(prefix) && cidrContains(prefix, address)))
         cidrs.add(`${address}/32`);

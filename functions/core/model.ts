@@ -13,6 +13,11 @@ export interface InstanceLimits {
   readonly maxInterfaces: number;
   /** Ipv4AddressesPerInterface: IPv4 addresses per ENI, the ENI's primary address included. */
   readonly ipv4PerInterface: number;
+  /**
+   * Ipv6AddressesPerInterface: IPv6 addresses per ENI, each delegated /80 counting as one; 0 for a
+   * type without IPv6. Absent when unknown: AWS gives as many as `ipv4PerInterface`.
+   */
+  readonly ipv6PerInterface?: number;
   /** "nitro", "xen", or "" (bare metal reports no hypervisor). */
   readonly hypervisor: string;
   readonly bareMetal: boolean;
@@ -28,6 +33,11 @@ export interface SubnetView {
   readonly tags: Tags;
   /** The route table the subnet is associated with (explicitly or through the VPC's main table). */
   readonly routeTableId?: string;
+  /**
+   * The subnet's associated IPv6 block (a /64, canonical text) when it is dual-stack; absent for an
+   * IPv4-only subnet. Only a dual-stack subnet's ENIs can hold a /80.
+   */
+  readonly ipv6Cidr?: string;
 }
 
 export interface VpcView {
@@ -57,6 +67,11 @@ export interface EniState {
   readonly secondaryIps: readonly string[];
   /** Delegated IPv4 /28 prefixes, as CIDRs. Stored as prefixes, never expanded, to bound item size. */
   readonly prefixes: readonly string[];
+  /**
+   * Delegated IPv6 /80 prefixes, canonical text (RFC 5952). Absent when the ENI holds none, which
+   * is also how records written before IPv6 read. Never released (cilium keeps the /80 for good).
+   */
+  readonly ipv6Prefixes?: readonly string[];
   readonly subnetId: string;
   readonly subnetCidr: string;
   readonly securityGroupIds: readonly string[];

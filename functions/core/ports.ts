@@ -116,6 +116,12 @@ export interface Ec2NetworkPort {
    */
   assignIps(eniId: string, request: { ipCount?: number; prefixCount?: number }): Promise<AssignedAddresses>;
   /**
+   * AssignIpv6Addresses with `Ipv6PrefixCount`; returns the /80s EC2 assigned, canonical text. Not
+   * idempotent: callers hold the node's mutation lease. A refusal of the IPv6 part (the subnet has
+   * no IPv6 block, the type none or no room for it) is recognized with `isIpv6Refusal`.
+   */
+  assignIpv6Prefixes(eniId: string, prefixCount: number): Promise<string[]>;
+  /**
    * Releases IPs and/or prefixes. Idempotent: addresses the ENI no longer holds are skipped (after
    * a re-read of the ENI), and an ENI that is gone holds nothing.
    */
@@ -144,6 +150,8 @@ export interface AttachedEniSummary {
   readonly deviceIndex: number;
   readonly secondaryIps: readonly string[];
   readonly prefixes: readonly string[];
+  /** IPv6 /80s (canonical text); absent when none. */
+  readonly ipv6Prefixes?: readonly string[];
 }
 
 export interface CreateEniRequest {
@@ -154,6 +162,8 @@ export interface CreateEniRequest {
   readonly description: string;
   readonly ipCount?: number;
   readonly prefixCount?: number;
+  /** IPv6 /80 prefixes to create the ENI with (`Ipv6PrefixCount`; the subnet must be dual-stack). */
+  readonly ipv6PrefixCount?: number;
   /** Tags for this ENI beyond the ones the adapter always sets (which win on a key clash). */
   readonly tags: Tags;
   /** Deterministic per ENI slot (at most 64 ASCII characters), so a retried create is a replay. */
@@ -167,6 +177,8 @@ export interface DetachedEni {
   readonly primaryIp: string;
   readonly secondaryIps: readonly string[];
   readonly prefixes: readonly string[];
+  /** IPv6 /80s (canonical text); absent when none. */
+  readonly ipv6Prefixes?: readonly string[];
   readonly subnetId: string;
   readonly securityGroupIds: readonly string[];
   readonly tags: Tags;

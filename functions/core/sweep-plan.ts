@@ -30,6 +30,8 @@ export type AllocationSweepReason =
   | 'drift'
   /** The pool is below its watermarks (cilium `needed > 0`). */
   | 'needs-ips'
+  /** The agent asks for IPv6 and has no /80 (cilium `neededPrefixes6 > 0`). */
+  | 'needs-ipv6-prefix'
   /** The CiliumNode's knobs differ from the ones the record was planned with. */
   | 'knobs-changed'
   /** The agent now speaks another IPAM protocol than recorded (an upgrade or a downgrade). */
@@ -113,9 +115,11 @@ export function decideNodeSweep(inputs: NodeSweepInputs): NodeSweepDecision {
     enis: record.enis,
     knobs,
     usedIpCount: agentDemand.usedIpCount,
+    wantsIpv6: agentDemand.wantsIpv6,
     prefixDelegationEnabled: inputs.prefixDelegationEnabled,
   });
   if (demand.neededIps > 0) return reconcile('needs-ips');
+  if (demand.neededIpv6Prefixes > 0) return reconcile('needs-ipv6-prefix');
   if (!jsonEqual(knobs, record.knobs)) return reconcile('knobs-changed');
   if (inputs.ciliumNode && agentDemand.protocol !== record.agentProtocol)
     return reconcile('protocol-changed');

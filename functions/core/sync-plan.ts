@@ -224,6 +224,23 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined, tab
 }
 
 /**
+ * The ENIs whose `ipv6-prefixes` a status write asked for but the object the API server stored
+ * after it lacks: a CRD that does not declare the field pruned it (`CrdFieldDroppedError`).
+ */
+export function enisWithDroppedIpv6Prefixes(
+  written: Record<string, CiliumEni>,
+  stored: CiliumNode,
+): string[] {
+  const storedEnis = stored.status?.eni?.enis ?? {};
+  return Object.entries(written)
+    .filter(
+      ([eniId, eni]) =>
+        (eni['ipv6-prefixes'] ?? []).length > 0 && storedEnis[eniId]?.['ipv6-prefixes'] === undefined,
+    )
+    .map(([eniId]) => eniId);
+}
+
+/**
  * The CiliumNode we create when the agent has not yet: the instance id (so no other record can
  * claim it), an empty pool (invariant 1 holds trivially) and the claim for this record version.
  * The agent later Gets it and Updates it; it keeps `spec.ipam.pool` on Update.
@@ -305,10 +322,12 @@ function statusHasExtras(current: Record<string, CiliumEni>, wanted: Record<stri
     const wantedEni = wanted[eniId];
     if (wantedEni === undefined) return true;
     const wantedAddresses = new Set(wantedEni.addresses ?? []);
-    const wantedPrefixes = new Set(wantedEni.prefixes ?? []);
+    const wantedPrefixes = new Set([...(wantedEni.prefixes ?? []), ...(wantedEni['ipv6-prefixes'] ?? [])]);
     return (
       (eni?.addresses ?? []).some((address) => !wantedAddresses.has(address)) ||
-      (eni?.prefixes ?? []).some((prefix) => !wantedPrefixes.has(prefix))
+      [...(eni?.prefixes ?? []), ...(eni?.['ipv6-prefixes'] ?? [])].some(
+        (prefix) => !wantedPrefixes.has(prefix),
+      )
     );
   });
 }
@@ -341,7 +360,7 @@ function enisCoveringPool(
 
 /**
  * Status target before the claim (grow only): the current ENIs, with every wanted ENI's fields
- * taken from the record and its addresses and prefixes merged with the current ones. A slower sync
+ * taken from the record and its addresses and prefixes (/28s and /80s) merged with the current ones. A slower sync
  * of an older version therefore never takes away what a newer one published.
  */
 function enisUnion(
@@ -355,8 +374,10 @@ function enisUnion(
     if (currentEni !== undefined) {
       const addresses = listUnion(wantedEni.addresses, currentEni.addresses, sortAddresses);
       const prefixes = listUnion(wantedEni.prefixes, currentEni.prefixes, sortPrefixes);
+      const ipv6Prefixes = listUnion(wantedEni['ipv6-prefixes'], currentEni['ipv6-prefixes'], sortPrefixes);
       if (addresses.length > 0) merged.addresses = addresses;
       if (prefixes.length > 0) merged.prefixes = prefixes;
+      if (ipv6Prefixes.length > 0) merged['ipv6-prefixes'] = ipv6Prefixes;
     }
     target[eniId] = merged;
   }

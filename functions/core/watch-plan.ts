@@ -7,7 +7,8 @@ import { calculateNeededIps, resolvePreAllocate } from './pool-math.ts';
 /**
  * What the CiliumNode watcher starts for one watch event. Pure. A node is served when its demand
  * CROSSES the watermark (cilium `needed` goes from 0 to positive between two versions the watcher
- * saw, or is positive on the first version it sees), or when the agent answered the excess-IP
+ * saw, or is positive on the first version it sees), when its agent starts asking for IPv6 it has
+ * no /80 for (the same crossing, for `ciliumNodeWantsIpv6Prefix`), or when the agent answered the excess-IP
  * release handshake (a `release-ips` entry moved to `ready-for-release` or `do-not-release`). Our
  * own writes and the agent's other updates start nothing: a node whose demand stays positive
  * (being served, or blocked) is not served again for each agent write; the sweep stays the
@@ -38,6 +39,15 @@ export function ciliumNodeDemand(cn: CiliumNode, defaultKnobs: NodeKnobs): numbe
   });
 }
 
+/**
+ * Whether the agent asks for IPv6 and no ENI in the status holds a /80: the allocator's
+ * `neededIpv6Prefixes` as far as the CiliumNode alone shows it.
+ */
+export function ciliumNodeWantsIpv6Prefix(cn: CiliumNode): boolean {
+  if (!agentDemandOf(cn).wantsIpv6) return false;
+  return !Object.values(cn.status?.eni?.enis ?? {}).some((eni) => (eni['ipv6-prefixes'] ?? []).length > 0);
+}
+
 /** The agent's answers in `status.ipam.release-ips`, as `ip=answer` strings. */
 function agentAnswers(cn: CiliumNode | undefined): Set<string> {
   const answers: readonly ReleaseStatus[] = ['ready-for-release', 'do-not-release'];
@@ -61,9 +71,18 @@ export function watchTrigger(
   const instanceId = instanceIdOfCiliumNode(current);
   if (instanceId === undefined) return undefined;
   const allocate =
-    ciliumNodeDemand(current, defaultKnobs) > 0 &&
-    (previous === undefined || ciliumNodeDemand(previous, defaultKnobs) === 0);
+    crossed(previous, current, (cn) => ciliumNodeDemand(cn, defaultKnobs) > 0) ||
+    crossed(previous, current, ciliumNodeWantsIpv6Prefix);
   const before = agentAnswers(previous);
   const release = [...agentAnswers(current)].some((answer) => !before.has(answer));
   return allocate || release ? { instanceId, allocate, release } : undefined;
+}
+
+/** `wants` holds for `current` and did not for `previous` (or there is no previous version). */
+function crossed(
+  previous: CiliumNode | undefined,
+  current: CiliumNode,
+  wants: (cn: CiliumNode) => boolean,
+): boolean {
+  return wants(current) && (previous === undefined || !wants(previous));
 }

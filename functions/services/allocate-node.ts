@@ -3,6 +3,7 @@ import {
   type Ec2Error,
   isAttachmentLimit,
   isDeviceIndexConflict,
+  isIpv6Refusal,
   isPrefixCapacity,
   isSubnetFull,
   isUnauthorized,
@@ -272,8 +273,11 @@ async function allocateOnce(
   }
 
   const actions: string[] = [];
-  const failedSubnetIds: string[] = [];
-  const prefixRefusedSubnetIds: string[] = [];
+  const refusals: SubnetRefusals = {
+    failedSubnetIds: [],
+    prefixRefusedSubnetIds: [],
+    ipv6RefusedSubnetIds: [],
+  };
   let blocked: RecordedError | undefined = recentDenial(record, deps.clock());
   let deniedAction: string | undefined;
   let leased = false;
@@ -319,9 +323,11 @@ async function allocateOnce(
         securityGroups: observation.securityGroups,
         knobs: observation.knobs,
         usedIpCount: observation.usedIpCount,
+        wantsIpv6: observation.demand?.wantsIpv6,
         prefixDelegationEnabled: settings.prefixDelegationEnabled,
-        excludedSubnetIds: failedSubnetIds,
-        prefixRefusedSubnetIds,
+        excludedSubnetIds: refusals.failedSubnetIds,
+        prefixRefusedSubnetIds: refusals.prefixRefusedSubnetIds,
+        ipv6RefusedSubnetIds: refusals.ipv6RefusedSubnetIds,
       });
       if (plan.kind === 'blocked') {
         blocked = { code: plan.code, message: plan.message, atEpochMs: deps.clock() };
@@ -343,28 +349,20 @@ async function allocateOnce(
         enis = withEni(enis, { ...repair, deleteOnTermination: true, lastMutatedAtEpochMs: deps.clock() });
         actions.push(`repair-delete-on-termination:${repair.id}`);
       } else if (plan.kind === 'assign') {
-        logPrefixFallback(plan, prefixRefusedSubnetIds, instanceId, log);
-        const assigned = await assignToEni(
-          plan,
-          enis,
-          observation,
-          { failedSubnetIds, prefixRefusedSubnetIds },
-          deps,
-        );
+        logPrefixFallback(plan, refusals.prefixRefusedSubnetIds, instanceId, log);
+        const assigned = await assignPlanned(plan, enis, observation, refusals, deps);
         if (assigned) {
-          for (const cidr of [...assigned.ips.map((ip) => `${ip}/32`), ...assigned.prefixes]) {
-            if (tombstoned.has(cidr)) reassigned.add(cidr);
-          }
+          for (const cidr of assigned.cidrs) if (tombstoned.has(cidr)) reassigned.add(cidr);
           enis = withEni(enis, assigned.eni);
-          actions.push(`assign:${plan.eniId}:${assigned.count}`);
+          actions.push(...assigned.actions);
         }
       } else if (plan.kind === 'create-eni') {
-        logPrefixFallback(plan, prefixRefusedSubnetIds, instanceId, log);
+        logPrefixFallback(plan, refusals.prefixRefusedSubnetIds, instanceId, log);
         const created = await createAndAttachEni(
           plan,
           enis,
           observation,
-          { failedSubnetIds, prefixRefusedSubnetIds },
+          refusals,
           record?.version ?? 0,
           deps,
         );
@@ -547,14 +545,91 @@ function logPrefixFallback(
 
 /**
  * Subnets that refused during this invocation, shared by every round so the planner routes around
- * them: `failedSubnetIds` had too few free addresses (InsufficientFreeAddressesInSubnet), and
+ * them: `failedSubnetIds` had too few free addresses (InsufficientFreeAddressesInSubnet),
  * `prefixRefusedSubnetIds` had no free aligned /28 (InsufficientCidrBlocks, a fragmented subnet)
- * though they may still give single IPs. Both are forgotten at the end of the invocation: subnets
- * get addresses back and defragment, so the next invocation asks again.
+ * though they may still give single IPs, and `ipv6RefusedSubnetIds` refused a /80 (`isIpv6Refusal`)
+ * though they still give IPv4. All are forgotten at the end of the invocation: subnets get
+ * addresses back, defragment and gain IPv6 blocks, so the next invocation asks again.
  */
 interface SubnetRefusals {
   readonly failedSubnetIds: string[];
   readonly prefixRefusedSubnetIds: string[];
+  readonly ipv6RefusedSubnetIds: string[];
+}
+
+/**
+ * An `assign` plan carried out: its IPv4 addresses (`assignToEni`), then its /80
+ * (`assignIpv6PrefixToEni`). IPv4 goes first, unlike cilium (which asks for the /80 first and
+ * stops at its failure): a refused /80 must not cost the node the IPv4 addresses it needs anyway.
+ * `cidrs` are the IPv4 CIDRs EC2 assigned (for tombstones); `undefined` when EC2 gave nothing.
+ */
+async function assignPlanned(
+  plan: AssignPlan,
+  enis: readonly EniState[],
+  observation: Observation,
+  refusals: SubnetRefusals,
+  deps: AllocationDependencies,
+): Promise<{ eni: EniState; actions: string[]; cidrs: string[] } | undefined> {
+  let eni = enis.find((candidate) => candidate.id === plan.eniId);
+  if (!eni) throw new Error(`planned ENI ${plan.eniId} is not attached to ${observation.instance.id}`);
+  const actions: string[] = [];
+  const cidrs: string[] = [];
+  if ((plan.ipCount ?? 0) > 0 || (plan.prefixCount ?? 0) > 0) {
+    const assigned = await assignToEni(plan, eni, observation, refusals, deps);
+    if (assigned) {
+      eni = assigned.eni;
+      actions.push(`assign:${plan.eniId}:${assigned.count}`);
+      cidrs.push(...assigned.ips.map((ip) => `${ip}/32`), ...assigned.prefixes);
+    }
+  }
+  if (plan.ipv6PrefixCount !== undefined) {
+    const withPrefix = await assignIpv6PrefixToEni(eni, plan.ipv6PrefixCount, refusals, deps);
+    if (withPrefix) {
+      eni = withPrefix;
+      actions.push(`assign-ipv6-prefix:${plan.eniId}`);
+    }
+  }
+  return actions.length > 0 ? { eni, actions, cidrs } : undefined;
+}
+
+/**
+ * AssignIpv6Addresses with `Ipv6PrefixCount` on the ENI (cilium `AssignENIIPv6Prefix`). A refusal
+ * of the IPv6 part (`isIpv6Refusal`: the subnet has no IPv6 block after all, the type no room) is
+ * remembered for the subnet and nothing is assigned; the planner's next round puts the /80
+ * elsewhere or reports `NoDualStackSubnet`. Not idempotent; the node lease makes it run once per need.
+ */
+async function assignIpv6PrefixToEni(
+  eni: EniState,
+  prefixCount: number,
+  refusals: SubnetRefusals,
+  deps: AllocationDependencies,
+): Promise<EniState | undefined> {
+  let prefixes: string[];
+  try {
+    prefixes = await deps.ec2.assignIpv6Prefixes(eni.id, prefixCount);
+  } catch (error) {
+    if (!isIpv6Refusal(error)) throw error;
+    rememberIpv6Refusal(refusals, eni.subnetId, error, deps);
+    return undefined;
+  }
+  return {
+    ...eni,
+    ipv6Prefixes: union(eni.ipv6Prefixes ?? [], prefixes),
+    lastMutatedAtEpochMs: deps.clock(),
+  };
+}
+
+function rememberIpv6Refusal(
+  refusals: SubnetRefusals,
+  subnetId: string,
+  error: unknown,
+  deps: AllocationDependencies,
+): void {
+  if (!refusals.ipv6RefusedSubnetIds.includes(subnetId)) refusals.ipv6RefusedSubnetIds.push(subnetId);
+  deps.log.warn('EC2 refused the IPv6 /80 in this subnet; planning around it', {
+    subnetId,
+    error: errorMessage(error),
+  });
 }
 
 /**
@@ -568,15 +643,13 @@ interface SubnetRefusals {
  */
 async function assignToEni(
   plan: AssignPlan,
-  enis: readonly EniState[],
+  eni: EniState,
   observation: Observation,
   refusals: SubnetRefusals,
   deps: AllocationDependencies,
 ): Promise<
   { eni: EniState; count: number; ips: readonly string[]; prefixes: readonly string[] } | undefined
 > {
-  const eni = enis.find((candidate) => candidate.id === plan.eniId);
-  if (!eni) throw new Error(`planned ENI ${plan.eniId} is not attached to ${observation.instance.id}`);
   const request =
     plan.prefixCount !== undefined ? { prefixCount: plan.prefixCount } : { ipCount: plan.ipCount ?? 0 };
   let assigned: Awaited<ReturnType<Ec2NetworkPort['assignIps']>>;
@@ -690,23 +763,7 @@ async function createAndAttachEni(
     throw new EniAttachError(eni.id, attachError, cleanupError);
   }
 
-  const subnet = observation.subnets.find((candidate) => candidate.id === eni.subnetId);
-  let attached: EniState = {
-    id: eni.id,
-    mac: eni.mac,
-    deviceIndex,
-    attachmentId,
-    deleteOnTermination: false,
-    primaryIp: eni.primaryIp,
-    secondaryIps: eni.secondaryIps,
-    prefixes: eni.prefixes,
-    subnetId: eni.subnetId,
-    subnetCidr: subnet?.cidr ?? '',
-    securityGroupIds: eni.securityGroupIds,
-    tags: eni.tags,
-    description: eni.description,
-    lastMutatedAtEpochMs: deps.clock(),
-  };
+  let attached = attachedEniState(eni, deviceIndex, attachmentId, observation, deps.clock());
   if (plan.deleteOnTermination) {
     const eniId = eni.id;
     const attachment = attachmentId;
@@ -727,9 +784,37 @@ async function createAndAttachEni(
   return attached;
 }
 
+/** The ENI as EC2's create and attach answers confirmed it (delete-on-termination not set yet). */
+function attachedEniState(
+  eni: DetachedEni,
+  deviceIndex: number,
+  attachmentId: string,
+  observation: Observation,
+  nowEpochMs: number,
+): EniState {
+  const subnet = observation.subnets.find((candidate) => candidate.id === eni.subnetId);
+  return {
+    id: eni.id,
+    mac: eni.mac,
+    deviceIndex,
+    attachmentId,
+    deleteOnTermination: false,
+    primaryIp: eni.primaryIp,
+    secondaryIps: eni.secondaryIps,
+    prefixes: eni.prefixes,
+    ...(eni.ipv6Prefixes ? { ipv6Prefixes: eni.ipv6Prefixes } : {}),
+    subnetId: eni.subnetId,
+    subnetCidr: subnet?.cidr ?? '',
+    securityGroupIds: eni.securityGroupIds,
+    tags: eni.tags,
+    description: eni.description,
+    lastMutatedAtEpochMs: nowEpochMs,
+  };
+}
+
 /**
  * CreateNetworkInterface in the plan's first candidate subnet that takes it, with the plan's
- * addresses (prefixes or single IPs, never both). A subnet that refuses is remembered
+ * addresses (prefixes or single IPs, never both, and the plan's /80). A subnet that refuses is remembered
  * (`SubnetRefusals`) and the next candidate is tried: with prefixes, every suitable subnet is
  * asked for a /28 before anything falls back (cilium creates in ONE subnet and retries it once
  * without prefixes, #46644). When every candidate refused, nothing is created and the planner's
@@ -746,7 +831,10 @@ async function createInFirstSubnetWithRoom(
 ): Promise<DetachedEni | undefined> {
   const instanceId = observation.instance.id;
   const requestsPrefixes = plan.prefixCount !== undefined;
-  const addresses = requestsPrefixes ? { prefixCount: plan.prefixCount } : { ipCount: plan.ipCount ?? 0 };
+  const addresses = {
+    ...(requestsPrefixes ? { prefixCount: plan.prefixCount } : { ipCount: plan.ipCount ?? 0 }),
+    ...(plan.ipv6PrefixCount === undefined ? {} : { ipv6PrefixCount: plan.ipv6PrefixCount }),
+  };
   for (const subnetId of plan.subnetCandidates) {
     if (refusals.failedSubnetIds.includes(subnetId)) continue;
     if (requestsPrefixes && refusals.prefixRefusedSubnetIds.includes(subnetId)) continue;
@@ -776,13 +864,33 @@ async function createInFirstSubnetWithRoom(
       );
       return eni;
     } catch (error) {
-      const refusal = classifySubnetRefusal(error, requestsPrefixes);
-      if (refusal === undefined) throw error;
-      rememberRefusal(refusals, refusal, subnetId);
-      deps.log.warn(`${refusalMessage(refusal)}; trying the next candidate`, { instanceId, subnetId });
+      rememberCreateRefusal(error, plan, { instanceId, subnetId }, refusals, deps);
     }
   }
   return undefined;
+}
+
+/**
+ * Remembers why a subnet refused a create, so the next candidate (or the planner's next round)
+ * goes elsewhere: out of addresses or of /28s (`classifySubnetRefusal`), or, for a create with a
+ * /80, the IPv6 part (the next round creates without it there, or with it in another subnet).
+ * Rethrows any other error.
+ */
+function rememberCreateRefusal(
+  error: unknown,
+  plan: CreatePlan,
+  where: { readonly instanceId: string; readonly subnetId: string },
+  refusals: SubnetRefusals,
+  deps: AllocationDependencies,
+): void {
+  const refusal = classifySubnetRefusal(error, plan.prefixCount !== undefined);
+  if (refusal !== undefined) {
+    rememberRefusal(refusals, refusal, where.subnetId);
+    deps.log.warn(`${refusalMessage(refusal)}; trying the next candidate`, where);
+    return;
+  }
+  if (plan.ipv6PrefixCount === undefined || !isIpv6Refusal(error)) throw error;
+  rememberIpv6Refusal(refusals, where.subnetId, error, deps);
 }
 
 function consumeSubnetAddresses(subnets: SubnetView[], subnetId: string, addresses: number): void {

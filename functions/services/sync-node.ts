@@ -5,9 +5,10 @@ import {
   ResourceVersionConflictError,
 } from '../core/ciliumnode.ts';
 import { forEachWithConcurrency } from '../core/concurrency.ts';
+import { CrdFieldDroppedError } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
 import type { Log, NodeRecordStore } from '../core/ports.ts';
-import { planSyncStep, type SyncWriteStep } from '../core/sync-plan.ts';
+import { enisWithDroppedIpv6Prefixes, planSyncStep, type SyncWriteStep } from '../core/sync-plan.ts';
 
 /**
  * The sync: makes a node's CiliumNode show one consistent version of its node record, one planned
@@ -221,8 +222,14 @@ async function write(name: string, step: SyncWriteStep, api: CiliumNodePort): Pr
     case 'spec-claim':
     case 'spec':
       return await api.patchMain(name, step.patch);
-    case 'status':
-      return await api.patchStatus(name, step.patch);
+    case 'status': {
+      const stored = await api.patchStatus(name, step.patch);
+      // Writing again would never converge: say what the cluster lacks instead.
+      const [pruned] = enisWithDroppedIpv6Prefixes(step.enis, stored);
+      if (pruned !== undefined)
+        throw new CrdFieldDroppedError(name, `status.eni.enis.${pruned}.ipv6-prefixes`);
+      return stored;
+    }
   }
 }
 

@@ -20,7 +20,7 @@ import {
   type ManualClock,
   startEc2Emulator,
 } from '../emulators/ec2/index.ts';
-import { type K8sEmulator, start as startK8sEmulator } from '../emulators/k8s/index.ts';
+import { type K8sEmulator, type SchemaVersion, start as startK8sEmulator } from '../emulators/k8s/index.ts';
 import { defaultKnobs } from '../fixtures/node-records.ts';
 import { createTestNodeTable, type TestNodeTable } from './node-table.ts';
 import { stackFunctionIdentities } from './stack-policies.ts';
@@ -77,11 +77,21 @@ export async function startAllocationHarness(
     stackContext?: Record<string, unknown>;
     /** Let `close` pass although IAM denied calls (default false: a denied call fails the test). */
     allowDeniedCalls?: boolean;
+    /** A dual-stack VPC: an IPv6 /64 on every node and pod subnet (`seedCluster({ dualStack })`). */
+    dualStack?: boolean;
+    /**
+     * The CiliumNode CRD generations the cluster runs, the first one pruning (default: all four,
+     * v1.19-dev first). A cluster of 1.20 agents with IPv6 runs `CRD_OF_MULTI_POOL_CLUSTERS`.
+     */
+    crdSchemas?: readonly SchemaVersion[];
   } = {},
 ): Promise<AllocationHarness> {
   const clock = createManualClock();
   const ec2 = await startEc2Emulator({ clock: clock.now, ...options.ec2, identities: {} });
-  const seed = ec2.state.seedCluster({ clusterName: CLUSTER_NAME });
+  const seed = ec2.state.seedCluster({
+    clusterName: CLUSTER_NAME,
+    ...(options.dualStack ? { dualStack: true } : {}),
+  });
   // The allocator runs as the allocate function's role, with the stack's policies for this cluster.
   const identity = (
     await stackFunctionIdentities({
@@ -97,7 +107,7 @@ export async function startAllocationHarness(
   const ec2Client = createEc2Client({
     retry: { maxAttempts: 8, baseDelayMs: 1, maxDelayMs: 20, ...options.retry },
   });
-  const k8s = await startK8sEmulator();
+  const k8s = await startK8sEmulator(options.crdSchemas ? { schemas: options.crdSchemas } : {});
   const kubeConfig = buildKubeConfig(
     { kind: 'kubeconfig', path: k8s.writeKubeconfig() },
     { credentials: async () => ({ accessKeyId: 'unused', secretAccessKey: 'unused' }) },

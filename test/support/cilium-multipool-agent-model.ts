@@ -1,5 +1,11 @@
 import type { CiliumEni, CiliumNode, JsonPatchOperation } from '../../functions/core/ciliumnode.ts';
 import { cidrContains, expandCidr, isIpv4Address, parseCidr } from '../../functions/core/ip-math.ts';
+import {
+  ipv6AddressAt,
+  ipv6CidrContains,
+  isIpv6Address,
+  parseIpv6Cidr,
+} from '../../functions/core/ipv6-math.ts';
 
 /**
  * A model of the cilium 1.20 agent in ENI mode: the multi-pool allocator over the ENI pool
@@ -21,8 +27,14 @@ import { cidrContains, expandCidr, isIpv4Address, parseCidr } from '../../functi
  *   linear release of free CIDRs from the last one while `totalFree - free(c) >= pending + P`,
  *   `allocated` sorted (shorter prefixes first), `status.ipam.used` cleared on every pass;
  * - the startup waits (§2.4): an allocatable IPv4 (and IPv6 when enabled), the first successful
- *   write, then a fatal after 5 minutes without a valid `vpc.primary-cidr` on any ENI.
+ *   write, then a fatal after 5 minutes without a valid `vpc.primary-cidr` on any ENI;
+ * - IPv6 (`options.ipv6`, cilium 1.20's "ENI IPAM mode with IPv6", §6.2): a pod (owner) holds one
+ *   address per family; `requested` carries `ipv6-addrs = inUse6 + pending6 + P`; the /80s of
+ *   `ipv6-prefixes` are the IPv6 pool, of which the agent uses the first 65 536 addresses, and are
+ *   never released.
  */
+
+export type Family = 'ipv4' | 'ipv6';
 
 const DEFAULT_PRE_ALLOCATE = 8;
 const PENDING_TTL_MS = 5 * 60_000;
@@ -40,7 +52,9 @@ export class MultiPoolAgentModel {
   /** Allocators in the order of the last status-derived list. */
   private pools: CidrPool[] = [];
   private readonly released = new Set<string>();
+  /** `ownerKey(owner, family)` to the IP the owner holds in that family. */
   private readonly owners = new Map<string, string>();
+  /** `ownerKey(owner, family)` to when the failed allocation stops counting as pending. */
   private readonly pending = new Map<string, number>();
   private preAllocate = DEFAULT_PRE_ALLOCATE;
   private lastStatusEnis: Record<string, CiliumEni> = {};
@@ -64,12 +78,13 @@ export class MultiPoolAgentModel {
     this.updatePools(listed);
   }
 
-  /** Allocates an IP for `owner` (a pod), or returns the agent's error text. */
-  allocate(owner: string, family: 'ipv4' | 'ipv6', nowMs: number): { ip: string } | { error: string } {
+  /** Allocates an IP of `family` for `owner` (a pod), or returns the agent's error text. */
+  allocate(owner: string, family: Family, nowMs: number): { ip: string } | { error: string } {
+    const key = ownerKey(owner, family);
     const candidates = this.pools.filter((pool) => isFamily(pool.cidr, family));
     if (candidates.length === 0)
       return this.fail(
-        owner,
+        key,
         nowMs,
         `unable to allocate from pool "default" (family ${family}): pool not (yet) available`,
       );
@@ -78,14 +93,14 @@ export class MultiPoolAgentModel {
       const ip = firstFree(pool);
       if (ip === undefined) continue;
       if (!Object.values(this.lastStatusEnis).some((eni) => eniContains(eni, ip))) {
-        return this.fail(owner, nowMs, `unable to find ENI for IP ${ip}`);
+        return this.fail(key, nowMs, `unable to find ENI for IP ${ip}`);
       }
       pool.used.add(ip);
-      this.owners.set(owner, ip);
-      this.pending.delete(owner);
+      this.owners.set(key, ip);
+      this.pending.delete(key);
       return { ip };
     }
-    return this.fail(owner, nowMs, 'all CIDR ranges are exhausted');
+    return this.fail(key, nowMs, 'all CIDR ranges are exhausted');
   }
 
   /**
@@ -93,32 +108,41 @@ export class MultiPoolAgentModel {
    * must lie in a current CIDR, else the restore of that endpoint fails, which is a problem.
    */
   restore(owner: string, ip: string): void {
+    const family: Family = isIpv4Address(ip) ? 'ipv4' : 'ipv6';
     const pool = this.pools.find(
-      (candidate) => isIpv4Cidr(candidate.cidr) && cidrContains(candidate.cidr, ip),
+      (candidate) => isFamily(candidate.cidr, family) && cidrHolds(candidate.cidr, ip),
     );
     if (pool === undefined) {
       this.problems.push(`Failed to re-allocate IP of endpoint ${owner}: IP ${ip} not in range of any CIDR`);
       return;
     }
     pool.used.add(ip);
-    this.owners.set(owner, ip);
+    this.owners.set(ownerKey(owner, family), ip);
   }
 
-  /** Owner to IP, for a downgraded agent to restore. */
+  /** Owner to IPv4 address, for a downgraded (IPv4-only, 1.19) agent to restore. */
   endpoints(): Map<string, string> {
-    return new Map(this.owners);
+    const endpoints = new Map<string, string>();
+    for (const [key, ip] of this.owners) {
+      if (isIpv4Address(ip)) endpoints.set(key.slice(key.indexOf('/') + 1), ip);
+    }
+    return endpoints;
   }
 
+  /** The pod is gone: its addresses of both families go back to their pools. */
   release(owner: string): void {
-    const ip = this.owners.get(owner);
-    if (ip === undefined) return;
-    this.owners.delete(owner);
-    for (const pool of this.pools) pool.used.delete(ip);
+    for (const family of ['ipv4', 'ipv6'] as const) {
+      const key = ownerKey(owner, family);
+      const ip = this.owners.get(key);
+      if (ip === undefined) continue;
+      this.owners.delete(key);
+      for (const pool of this.pools) pool.used.delete(ip);
+    }
   }
 
-  /** The IP `owner` holds, if any. */
-  ipOf(owner: string): string | undefined {
-    return this.owners.get(owner);
+  /** The IP of `family` that `owner` holds, if any. */
+  ipOf(owner: string, family: Family = 'ipv4'): string | undefined {
+    return this.owners.get(ownerKey(owner, family));
   }
 
   inUseIps(): string[] {
@@ -130,14 +154,15 @@ export class MultiPoolAgentModel {
    * unchanged from `cn`), after releasing free CIDRs beyond `pending + P` (IPv4 only, as modelled).
    */
   plannedPools(cn: CiliumNode, nowMs: number): Record<string, unknown> | undefined {
-    for (const [owner, expiresAt] of this.pending) if (expiresAt <= nowMs) this.pending.delete(owner);
+    for (const [key, expiresAt] of this.pending) if (expiresAt <= nowMs) this.pending.delete(key);
     const inUse4 = this.inUseIps().filter(isIpv4Address).length;
     const inUse6 = this.inUseIps().length - inUse4;
-    const pending = this.pending.size;
-    const requested4 = inUse4 + pending + this.preAllocate;
-    this.releaseExcess(pending + this.preAllocate);
+    const pending6 = [...this.pending.keys()].filter((key) => key.startsWith('ipv6/')).length;
+    const pending4 = this.pending.size - pending6;
+    const requested4 = inUse4 + pending4 + this.preAllocate;
+    this.releaseExcess(pending4 + this.preAllocate);
     const needed: Record<string, number> = { 'ipv4-addrs': requested4 };
-    if (this.options.ipv6) needed['ipv6-addrs'] = inUse6 + this.preAllocate;
+    if (this.options.ipv6) needed['ipv6-addrs'] = inUse6 + pending6 + this.preAllocate;
     const cidrs = [...this.pools.map((pool) => pool.cidr)].sort(comparePrefixOrder);
     const pools = {
       requested: [{ pool: 'default', needed }],
@@ -157,7 +182,7 @@ export class MultiPoolAgentModel {
   /** Where the agent's startup stands (§2.4); throws once the 5-minute fatal has fired. */
   startup(nowMs: number): AgentStartup {
     if (this.fatal) throw new Error(this.fatal);
-    const allocatable = (family: 'ipv4' | 'ipv6') =>
+    const allocatable = (family: Family) =>
       this.pools.some(
         (pool) => isFamily(pool.cidr, family) && !pool.removed && firstFree(pool) !== undefined,
       );
@@ -172,8 +197,8 @@ export class MultiPoolAgentModel {
     return 'waiting-for-vpc-cidr';
   }
 
-  private fail(owner: string, nowMs: number, error: string): { error: string } {
-    this.pending.set(owner, nowMs + PENDING_TTL_MS);
+  private fail(key: string, nowMs: number, error: string): { error: string } {
+    this.pending.set(key, nowMs + PENDING_TTL_MS);
     return { error };
   }
 
@@ -227,10 +252,7 @@ export class MultiPoolAgentModel {
         if (address !== undefined && !isIpv4Address(address))
           this.problems.push(`ENI ${id}: undecodable IP "${address}"`);
       }
-      for (const cidr of [
-        ...(eni.prefixes ?? []),
-        ...((eni['ipv6-prefixes' as keyof CiliumEni] as string[]) ?? []),
-      ]) {
+      for (const cidr of [...(eni.prefixes ?? []), ...ipv6PrefixesOf(eni)]) {
         if (!isCidr(cidr)) this.problems.push(`ENI ${id}: undecodable CIDR "${cidr}"`);
       }
     }
@@ -261,52 +283,59 @@ export function derivedCidrs(cn: CiliumNode): string[] {
 }
 
 export function ipv6PrefixesOf(eni: CiliumEni): string[] {
-  return ((eni as Record<string, unknown>)['ipv6-prefixes'] as string[] | undefined) ?? [];
+  return eni['ipv6-prefixes'] ?? [];
 }
 
+/** cilium `eniContainsIP`: the primary, a listed address, or inside a /28 or a /80 of the ENI. */
 function eniContains(eni: CiliumEni, ip: string): boolean {
   if (eni.ip === ip || (eni.addresses ?? []).includes(ip)) return true;
   if (isIpv4Address(ip)) return (eni.prefixes ?? []).some((prefix) => cidrContains(prefix, ip));
-  return ipv6PrefixesOf(eni).some((prefix) => ipv6PrefixContains(prefix, ip));
+  return ipv6PrefixesOf(eni).some((prefix) => cidrHolds(prefix, ip));
 }
 
-function isFamily(cidr: string, family: 'ipv4' | 'ipv6'): boolean {
+function ownerKey(owner: string, family: Family): string {
+  return `${family}/${owner}`;
+}
+
+function isFamily(cidr: string, family: Family): boolean {
   return (family === 'ipv4') === isIpv4Cidr(cidr);
+}
+
+/** Whether `ip` lies in `cidr`, either family (false across families). */
+function cidrHolds(cidr: string, ip: string): boolean {
+  if (isIpv4Cidr(cidr)) return isIpv4Address(ip) && cidrContains(cidr, ip);
+  return ipv6CidrContains(cidr, ip);
 }
 
 function isIpv4Cidr(cidr: string): boolean {
   return isIpv4Address(cidr.split('/')[0] ?? '');
 }
 
+/** What Go's `netip.ParsePrefix` decodes: an address of either family and a length that fits it. */
 function isCidr(text: string | undefined): boolean {
   if (text === undefined) return false;
-  if (text.includes(':')) return /^[0-9a-f:]+\/\d{1,3}$/.test(text);
-  try {
-    parseCidr(text);
-    return true;
-  } catch {
-    return false;
-  }
+  const [address = '', length = '', ...rest] = text.split('/');
+  if (rest.length > 0 || !/^\d{1,3}$/.test(length)) return false;
+  if (isIpv6Address(address)) return Number(length) <= 128;
+  return isIpv4Address(address) && Number(length) <= 32;
 }
+
+/** The addresses the agent's range allocator uses of an IPv6 CIDR (#48652): the first 65 536. */
+const IPV6_ADDRESSES_USED = 65_536;
 
 /** IPs of the CIDR (all of them: allowFirstIP and allowLastIP); a /80 counts its first 65 536. */
 function capacity(cidr: string): number {
-  return isIpv4Cidr(cidr) ? expandCidr(cidr).length : 65_536;
+  return isIpv4Cidr(cidr) ? expandCidr(cidr).length : IPV6_ADDRESSES_USED;
 }
 
+/** The lowest free address of the pool (allowFirstIP: the network address included). */
 function firstFree(pool: CidrPool): string | undefined {
   if (isIpv4Cidr(pool.cidr)) return expandCidr(pool.cidr).find((ip) => !pool.used.has(ip));
-  const base = pool.cidr.split('/')[0] ?? '';
-  for (let index = 1; index < 65_536; index++) {
-    const ip = `${base.replace(/::$/, ':')}:${index.toString(16)}`;
+  for (let offset = 0; offset < IPV6_ADDRESSES_USED; offset++) {
+    const ip = ipv6AddressAt(pool.cidr, BigInt(offset));
     if (!pool.used.has(ip)) return ip;
   }
   return undefined;
-}
-
-function ipv6PrefixContains(prefix: string, ip: string): boolean {
-  const base = (prefix.split('/')[0] ?? '').replace(/::$/, ':');
-  return ip.startsWith(base);
 }
 
 /** netip.Prefix order as the agent sorts `allocated`: IPv4 before IPv6, shorter prefixes first, then address. */
@@ -314,7 +343,12 @@ function comparePrefixOrder(left: string, right: string): number {
   const leftV4 = isIpv4Cidr(left);
   const rightV4 = isIpv4Cidr(right);
   if (leftV4 !== rightV4) return leftV4 ? -1 : 1;
-  if (!leftV4) return left < right ? -1 : left > right ? 1 : 0;
+  if (!leftV4) {
+    const a = parseIpv6Cidr(left);
+    const b = parseIpv6Cidr(right);
+    const byAddress = a.networkAddress < b.networkAddress ? -1 : a.networkAddress > b.networkAddress ? 1 : 0;
+    return a.prefixLength - b.prefixLength || byAddress;
+  }
   const a = parseCidr(left);
   const b = parseCidr(right);
   return a.prefixLength - b.prefixLength || a.networkAddress - b.networkAddress;

@@ -120,6 +120,7 @@ const networkInterfaceFilterFields: FilterFields<NetworkInterfaceRecord> = {
   'private-ip-address': (eni) => [eni.privateIpAddress],
   'addresses.private-ip-address': (eni) => [eni.privateIpAddress, ...eni.secondaryPrivateIpAddresses],
   'ipv4-prefix': (eni) => eni.ipv4Prefixes,
+  'ipv6-prefix': (eni) => eni.ipv6Prefixes,
   'group-id': (eni) => eni.securityGroupIds,
   'mac-address': (eni) => [eni.macAddress],
   'interface-type': (eni) => [eni.interfaceType],
@@ -150,6 +151,7 @@ const subnetFilterFields: FilterFields<SubnetRecord> = {
   'vpc-id': (subnet) => [subnet.vpcId],
   'availability-zone': (subnet) => [subnet.availabilityZone],
   'cidr-block': (subnet) => [subnet.cidrBlock],
+  'ipv6-cidr-block-association.ipv6-cidr-block': (subnet) => [subnet.ipv6CidrBlock],
   state: () => ['available'],
 };
 
@@ -158,6 +160,8 @@ const vpcFilterFields: FilterFields<VpcRecord> = {
   'cidr-block': (vpc) => [vpc.cidrBlock],
   'cidr-block-association.cidr-block': (vpc) =>
     vpc.cidrBlockAssociations.map((association) => association.cidrBlock),
+  'ipv6-cidr-block-association.ipv6-cidr-block': (vpc) =>
+    vpc.ipv6CidrBlockAssociations.map((association) => association.ipv6CidrBlock),
   'is-default': (vpc) => [vpc.isDefault],
   state: () => ['available'],
 };
@@ -355,6 +359,9 @@ const createNetworkInterface: ActionHandler = (state, params) => {
     secondaryPrivateIpAddressCount: params.integer('SecondaryPrivateIpAddressCount'),
     ipv4PrefixCount: params.integer('Ipv4PrefixCount'),
     ipv4Prefixes: params.members('Ipv4Prefix').map((entry) => entry.required('Ipv4Prefix')),
+    ipv6PrefixCount: params.integer('Ipv6PrefixCount'),
+    ipv6Prefixes: params.members('Ipv6Prefix').map((entry) => entry.required('Ipv6Prefix')),
+    ipv6AddressCount: params.integer('Ipv6AddressCount'),
     interfaceType: params.get('InterfaceType'),
     tags: networkInterfaceTags(params),
     clientToken,
@@ -401,6 +408,32 @@ const assignPrivateIpAddresses: ActionHandler = (state, params) => {
     assignedIpv4PrefixSet: assigned.prefixes.map((ipv4Prefix) => ({ ipv4Prefix })),
     return: true,
   };
+};
+
+const assignIpv6Addresses: ActionHandler = (state, params) => {
+  const networkInterfaceId = params.required('NetworkInterfaceId');
+  const assigned = state.assignIpv6Addresses({
+    networkInterfaceId,
+    ipv6PrefixCount: params.integer('Ipv6PrefixCount'),
+    ipv6Prefixes: params.list('Ipv6Prefix'),
+    ipv6AddressCount: params.integer('Ipv6AddressCount'),
+    ipv6Addresses: params.list('Ipv6Addresses'),
+  });
+  return {
+    networkInterfaceId,
+    assignedIpv6Addresses: [],
+    assignedIpv6PrefixSet: assigned.prefixes,
+  };
+};
+
+const unassignIpv6Addresses: ActionHandler = (state, params) => {
+  const networkInterfaceId = params.required('NetworkInterfaceId');
+  const unassigned = state.unassignIpv6Addresses({
+    networkInterfaceId,
+    ipv6Prefixes: params.list('Ipv6Prefix'),
+    ipv6Addresses: params.list('Ipv6Addresses'),
+  });
+  return { networkInterfaceId, unassignedIpv6Addresses: [], unassignedIpv6PrefixSet: unassigned.prefixes };
 };
 
 const unassignPrivateIpAddresses: ActionHandler = (state, params) => {
@@ -456,6 +489,8 @@ export const ACTION_HANDLERS: Readonly<Record<string, ActionHandler>> = {
   ModifyNetworkInterfaceAttribute: modifyNetworkInterfaceAttribute,
   AssignPrivateIpAddresses: assignPrivateIpAddresses,
   UnassignPrivateIpAddresses: unassignPrivateIpAddresses,
+  AssignIpv6Addresses: assignIpv6Addresses,
+  UnassignIpv6Addresses: unassignIpv6Addresses,
   DetachNetworkInterface: detachNetworkInterface,
   DeleteNetworkInterface: deleteNetworkInterface,
   CreateTags: createTags,

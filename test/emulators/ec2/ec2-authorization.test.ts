@@ -1,4 +1,5 @@
 import {
+  AssignIpv6AddressesCommand,
   AssignPrivateIpAddressesCommand,
   AttachNetworkInterfaceCommand,
   CreateNetworkInterfaceCommand,
@@ -34,7 +35,7 @@ const clients: EC2Client[] = [];
 
 async function start(options: Ec2EmulatorOptions = {}, context: Record<string, unknown> = {}) {
   emulator = await startEc2Emulator({ ...options, identities: {} });
-  cluster = emulator.state.seedCluster({ clusterName: CLUSTER });
+  cluster = emulator.state.seedCluster({ clusterName: CLUSTER, dualStack: true });
   const identities = await stackFunctionIdentities({
     clusterName: CLUSTER,
     vpcId: cluster.vpc.vpcId,
@@ -220,7 +221,7 @@ describe('CreateTaggedEni, CreateEniInClusterVpc and TagOnlyOnCreate: creating o
   });
 });
 
-describe('MutateOwnEnis: assign, unassign, modify, detach, delete only on ENIs carrying our owner and cluster tags', () => {
+describe('MutateOwnEnis: assign (IPv4 and IPv6), unassign, modify, detach, delete only on ENIs carrying our owner and cluster tags', () => {
   it('allows every mutation of our own ENI', async () => {
     await start();
     const ec2 = clientAs(ALLOCATE_KEY);
@@ -232,6 +233,10 @@ describe('MutateOwnEnis: assign, unassign, modify, detach, delete only on ENIs c
     await ec2.send(
       new UnassignPrivateIpAddressesCommand({ NetworkInterfaceId: eniId, PrivateIpAddresses: ips }),
     );
+    const ipv6 = await ec2.send(
+      new AssignIpv6AddressesCommand({ NetworkInterfaceId: eniId, Ipv6PrefixCount: 1 }),
+    );
+    expect(ipv6.AssignedIpv6Prefixes).toHaveLength(1);
     await ec2.send(
       new ModifyNetworkInterfaceAttributeCommand({
         NetworkInterfaceId: eniId,
@@ -278,6 +283,7 @@ describe('MutateOwnEnis: assign, unassign, modify, detach, delete only on ENIs c
         NetworkInterfaceId: target.eniId,
         PrivateIpAddresses: ['10.0.0.1'],
       }),
+      new AssignIpv6AddressesCommand({ NetworkInterfaceId: target.eniId, Ipv6PrefixCount: 1 }),
       new ModifyNetworkInterfaceAttributeCommand({
         NetworkInterfaceId: target.eniId,
         Attachment: { AttachmentId: attachmentId, DeleteOnTermination: false },

@@ -146,6 +146,8 @@ describe('throttling buckets', () => {
       burst: 100,
       refill: 5,
     },
+    { case: 'AssignIpv6Addresses', action: 'AssignIpv6Addresses', params: [], burst: 100, refill: 5 },
+    { case: 'UnassignIpv6Addresses', action: 'UnassignIpv6Addresses', params: [], burst: 50, refill: 5 },
     { case: 'CreateTags', action: 'CreateTags', params: [], burst: 100, refill: 10 },
   ])('$case: $burst burst, $refill/s', ({ action, params, burst, refill }) => {
     expect(defaultBucketSpec(bucketKeyFor(action, params))).toEqual({ burst, refillPerSecond: refill });

@@ -100,6 +100,26 @@ export const ec2Errors = {
     clientError('OperationNotPermitted', 'The network interface at device index 0 cannot be detached.'),
   privateIpAddressLimitExceeded: () =>
     clientError('PrivateIpAddressLimitExceeded', 'Number of private addresses will exceed limit.'),
+  /**
+   * Past Ipv6AddressesPerInterface (each /80 counts as one address). [inferred] AWS documents the
+   * IPv6 limit as the IPv4 one ("as many IPv6 addresses as you can assign private IPv4 addresses")
+   * but no IPv6-specific code; the emulator answers the IPv4 limit's code with an IPv6 message.
+   */
+  ipv6AddressLimitExceeded: () =>
+    clientError('PrivateIpAddressLimitExceeded', 'Number of IPv6 addresses and prefixes will exceed limit.'),
+  /** [inferred wording] IPv6 on an ENI whose subnet has no IPv6 CIDR block: a client error, nothing assigned. */
+  subnetWithoutIpv6: (subnetId: string) =>
+    clientError(
+      'InvalidParameterValue',
+      `The subnet '${subnetId}' has no IPv6 CIDR block associated; IPv6 addresses and prefixes cannot be assigned in it.`,
+    ),
+  ipv6NotSupported: (instanceType: string) =>
+    clientError('InvalidParameterValue', `Instance type ${instanceType} does not support IPv6.`),
+  ipv6PrefixInvalid: (prefix: string, subnetId: string) =>
+    clientError(
+      'InvalidParameterValue',
+      `Invalid IPv6 prefix: ${prefix} (expecting a /80 inside the IPv6 CIDR block of subnet ${subnetId}).`,
+    ),
   prefixesNotSupported: (instanceType: string) =>
     clientError(
       'InvalidParameterValue',

@@ -9,14 +9,20 @@ export interface InstanceTypeLimits {
   readonly maxInterfaces: number;
   /** NetworkInfo.Ipv4AddressesPerInterface: IPv4 addresses per ENI, the primary included. */
   readonly ipv4PerInterface: number;
+  /**
+   * NetworkInfo.Ipv6AddressesPerInterface: IPv6 addresses per ENI, 0 for a type without IPv6. AWS:
+   * "as many IPv6 addresses as you can assign private IPv4 addresses", the default when absent.
+   */
+  readonly ipv6PerInterface?: number;
   /** `nitro`, `xen`, or empty (bare metal). */
   readonly hypervisor: string;
 }
 
 export interface InstanceTypeInfo extends InstanceTypeLimits {
   readonly instanceType: string;
+  readonly ipv6PerInterface: number;
   readonly bareMetal: boolean;
-  /** /28 prefixes are only offered on Nitro and bare-metal instances (VPC CNI README). */
+  /** /28 and /80 prefixes are only offered on Nitro and bare-metal instances (VPC CNI README). */
   readonly supportsPrefixes: boolean;
 }
 
@@ -42,6 +48,7 @@ export function describeInstanceType(instanceType: string, limits: InstanceTypeL
   return {
     instanceType,
     ...limits,
+    ipv6PerInterface: limits.ipv6PerInterface ?? limits.ipv4PerInterface,
     bareMetal,
     supportsPrefixes: limits.hypervisor === 'nitro' || bareMetal,
   };

@@ -77,6 +77,7 @@ export function renderNetworkInterface(state: Ec2State, eni: NetworkInterfaceRec
     privateIpAddressesSet: privateIpAddressesSet(eni),
     ipv4PrefixSet: eni.ipv4Prefixes.map((ipv4Prefix) => ({ ipv4Prefix })),
     ipv6AddressesSet: [],
+    ipv6PrefixSet: eni.ipv6Prefixes.map((ipv6Prefix) => ({ ipv6Prefix })),
     interfaceType: eni.interfaceType,
   };
 }
@@ -105,6 +106,7 @@ function renderInstanceNetworkInterface(state: Ec2State, eni: NetworkInterfaceRe
     },
     privateIpAddressesSet: privateIpAddressesSet(eni),
     ipv4PrefixSet: eni.ipv4Prefixes.map((ipv4Prefix) => ({ ipv4Prefix })),
+    ipv6PrefixSet: eni.ipv6Prefixes.map((ipv6Prefix) => ({ ipv6Prefix })),
     interfaceType: eni.interfaceType,
   };
 }
@@ -162,7 +164,19 @@ export function renderSubnet(state: Ec2State, subnet: SubnetRecord): XmlObject {
     defaultForAz: false,
     mapPublicIpOnLaunch: false,
     assignIpv6AddressOnCreation: false,
-    ipv6CidrBlockAssociationSet: [],
+    ipv6CidrBlockAssociationSet:
+      subnet.ipv6CidrBlock === undefined
+        ? []
+        : [
+            {
+              associationId: subnet.ipv6CidrBlockAssociationId,
+              ipv6CidrBlock: subnet.ipv6CidrBlock,
+              ipv6CidrBlockState: { state: 'associated' },
+              ipv6AddressAttribute: 'public',
+              ipSource: 'amazon',
+            },
+          ],
+    ipv6Native: false,
     tagSet: tagSet(subnet.tags),
   };
 }
@@ -178,7 +192,15 @@ export function renderVpc(state: Ec2State, vpc: VpcRecord): XmlObject {
       cidrBlock: association.cidrBlock,
       cidrBlockState: { state: 'associated' },
     })),
-    ipv6CidrBlockAssociationSet: [],
+    ipv6CidrBlockAssociationSet: vpc.ipv6CidrBlockAssociations.map((association) => ({
+      associationId: association.associationId,
+      ipv6CidrBlock: association.ipv6CidrBlock,
+      ipv6CidrBlockState: { state: 'associated' },
+      networkBorderGroup: state.region,
+      ipv6Pool: 'Amazon',
+      ipv6AddressAttribute: 'public',
+      ipSource: 'amazon',
+    })),
     dhcpOptionsId: 'dopt-00000000000000001',
     instanceTenancy: 'default',
     isDefault: vpc.isDefault,
@@ -246,8 +268,8 @@ export function renderInstanceType(info: InstanceTypeInfo): XmlObject {
       defaultNetworkCardIndex: 0,
       networkCards: [{ networkCardIndex: 0, maximumNetworkInterfaces: info.maxInterfaces }],
       ipv4AddressesPerInterface: info.ipv4PerInterface,
-      ipv6AddressesPerInterface: info.ipv4PerInterface,
-      ipv6Supported: true,
+      ipv6AddressesPerInterface: info.ipv6PerInterface,
+      ipv6Supported: info.ipv6PerInterface > 0,
       enaSupport: info.hypervisor === 'xen' ? 'supported' : 'required',
     },
   };

@@ -19,6 +19,14 @@ import {
   type InstanceTypeLimits,
   staticInstanceTypeLimits,
 } from './instance-types.ts';
+import {
+  formatIpv6Cidr,
+  ipv6CidrWithin,
+  SUBNET_IPV6_PREFIX_LENGTH,
+  SubnetIpv6PrefixPool,
+  tryParseIpv6Cidr,
+  VPC_IPV6_PREFIX_LENGTH,
+} from './ipv6-addresses.ts';
 
 /**
  * The EC2 state model: VPCs, subnets with real address pools, security groups, route tables,
@@ -64,6 +72,8 @@ export interface VpcRecord {
   readonly cidrBlock: string;
   /** The primary CIDR first, then secondary CIDRs in association order. */
   readonly cidrBlockAssociations: { readonly associationId: string; readonly cidrBlock: string }[];
+  /** Associated IPv6 blocks (/56), in association order; empty for an IPv4-only VPC. */
+  readonly ipv6CidrBlockAssociations: { readonly associationId: string; readonly ipv6CidrBlock: string }[];
   readonly isDefault: boolean;
   readonly mainRouteTableId: string;
   readonly defaultSecurityGroupId: string;
@@ -79,6 +89,9 @@ export interface SubnetRecord {
   readonly routeTableId: string | undefined;
   /** When true, /28 prefix allocation fails with InsufficientCidrBlocks while single IPs still work. */
   fragmented: boolean;
+  /** The subnet's IPv6 block (a /64) when it is dual-stack; `undefined` for an IPv4-only subnet. */
+  ipv6CidrBlock: string | undefined;
+  ipv6CidrBlockAssociationId: string | undefined;
   tags: Tags;
 }
 
@@ -144,6 +157,8 @@ export interface NetworkInterfaceRecord {
   secondaryPrivateIpAddresses: string[];
   /** Delegated /28 prefixes in assignment order. */
   ipv4Prefixes: string[];
+  /** Delegated IPv6 /80 prefixes in assignment order. */
+  ipv6Prefixes: string[];
   status: NetworkInterfaceStatus;
   attachment: AttachmentRecord | undefined;
   tags: Tags;
@@ -169,6 +184,8 @@ export interface Ec2StateOptions {
 export interface AddVpcInput {
   cidrBlock: string;
   secondaryCidrBlocks?: string[];
+  /** An IPv6 /56 to associate (`true`: an Amazon-provided one); default none (IPv4 only). */
+  ipv6CidrBlock?: string | true;
   tags?: Tags;
 }
 
@@ -179,6 +196,8 @@ export interface AddSubnetInput {
   tags?: Tags;
   routeTableId?: string;
   fragmented?: boolean;
+  /** A /64 of the VPC's IPv6 block: the subnet is dual-stack. Default none (IPv4 only). */
+  ipv6CidrBlock?: string;
 }
 
 export interface AddSecurityGroupInput {
@@ -217,6 +236,10 @@ export interface CreateNetworkInterfaceRequest {
   secondaryPrivateIpAddressCount?: number;
   ipv4PrefixCount?: number;
   ipv4Prefixes?: string[];
+  ipv6PrefixCount?: number;
+  ipv6Prefixes?: string[];
+  /** `Ipv6AddressCount`: single IPv6 addresses are not modelled; a request with it fails loudly. */
+  ipv6AddressCount?: number;
   interfaceType?: string;
   tags?: Tags;
   clientToken?: string;
@@ -250,6 +273,22 @@ export interface UnassignPrivateIpAddressesRequest {
   ipv4Prefixes?: string[];
 }
 
+export interface AssignIpv6AddressesRequest {
+  networkInterfaceId: string;
+  ipv6PrefixCount?: number;
+  ipv6Prefixes?: string[];
+  /** `Ipv6AddressCount` / `Ipv6Addresses`: single IPv6 addresses are not modelled (fails loudly). */
+  ipv6AddressCount?: number;
+  ipv6Addresses?: string[];
+}
+
+export interface UnassignIpv6AddressesRequest {
+  networkInterfaceId: string;
+  ipv6Prefixes?: string[];
+  /** Not modelled (fails loudly). */
+  ipv6Addresses?: string[];
+}
+
 export interface NetworkInterfaceQuery {
   instanceId?: string;
   status?: NetworkInterfaceStatus;
@@ -262,6 +301,11 @@ export interface ClusterSeedOptions {
   clusterName?: string;
   /** Default `us-east-1a`, `us-east-1b`. */
   availabilityZones?: [string, string];
+  /**
+   * A dual-stack VPC: an Amazon-provided IPv6 /56, and a /64 on each node and pod subnet (the tiny
+   * subnet stays IPv4-only). Default false: every subnet is IPv4-only.
+   */
+  dualStack?: boolean;
 }
 
 /** What `seedCluster` built, by role, so tests need not look ids up. */
@@ -288,6 +332,8 @@ export interface ClusterSeed {
  * minus the primary. CreateNetworkInterface is not bound to an instance type, so this caps it.
  */
 const MAX_SECONDARY_SLOTS_ON_UNATTACHED_ENI = 49;
+/** The most IPv6 addresses any instance type offers on one ENI (as many as IPv4): caps an unattached ENI. */
+const MAX_IPV6_ON_UNATTACHED_ENI = 50;
 
 const ENI_ID_PATTERN = /^eni-([0-9a-f]{8}|[0-9a-f]{17})$/;
 const INSTANCE_ID_PATTERN = /^i-([0-9a-f]{8}|[0-9a-f]{17})$/;
@@ -305,6 +351,7 @@ export class Ec2State {
   private readonly vpcs = new Map<string, VpcRecord & { cidrs: Cidr[] }>();
   private readonly subnetRecords = new Map<string, SubnetRecord>();
   private readonly subnetPools = new Map<string, SubnetAddressPool>();
+  private readonly subnetIpv6Pools = new Map<string, SubnetIpv6PrefixPool>();
   private readonly securityGroupRecords = new Map<string, SecurityGroupRecord>();
   private readonly routeTableRecords = new Map<string, RouteTableRecord>();
   private readonly instanceRecords = new Map<string, InstanceRecord>();
@@ -377,6 +424,7 @@ export class Ec2State {
       vpcId,
       cidrBlock: input.cidrBlock,
       cidrBlockAssociations: [{ associationId: this.newId('vpc-cidr-assoc'), cidrBlock: input.cidrBlock }],
+      ipv6CidrBlockAssociations: [],
       cidrs: [primary],
       isDefault: false,
       mainRouteTableId,
@@ -399,7 +447,48 @@ export class Ec2State {
       tags: {},
     });
     for (const cidr of input.secondaryCidrBlocks ?? []) this.addVpcCidr(vpcId, cidr);
+    if (input.ipv6CidrBlock !== undefined) {
+      this.addVpcIpv6Cidr(vpcId, input.ipv6CidrBlock === true ? undefined : input.ipv6CidrBlock);
+    }
     return structuredClone(this.vpcRecord(vpcId));
+  }
+
+  /**
+   * AssociateVpcCidrBlock with an IPv6 /56: `cidrBlock`, or an Amazon-provided one (a deterministic
+   * block per VPC in `2600:1f18::/32`). Returns the block.
+   */
+  addVpcIpv6Cidr(vpcId: string, cidrBlock?: string): string {
+    const vpc = this.vpcRecord(vpcId);
+    const block = cidrBlock ?? amazonProvidedIpv6Block(this.vpcs.size + vpc.ipv6CidrBlockAssociations.length);
+    const parsed = tryParseIpv6Cidr(block);
+    if (parsed?.prefixLength !== VPC_IPV6_PREFIX_LENGTH)
+      throw new Error(`a VPC IPv6 block is a /56, not ${block}`);
+    vpc.ipv6CidrBlockAssociations.push({ associationId: this.newId('vpc-cidr-assoc'), ipv6CidrBlock: block });
+    return block;
+  }
+
+  /**
+   * AssociateSubnetCidrBlock: the subnet becomes dual-stack with `cidrBlock`, a /64 inside one of
+   * its VPC's IPv6 blocks that no other subnet holds. A subnet has at most one IPv6 block.
+   */
+  addSubnetIpv6Cidr(subnetId: string, cidrBlock: string): void {
+    const subnet = this.subnetRecord(subnetId);
+    const block = tryParseIpv6Cidr(cidrBlock);
+    if (block?.prefixLength !== SUBNET_IPV6_PREFIX_LENGTH)
+      throw new Error(`a subnet IPv6 block is a /64, not ${cidrBlock}`);
+    if (subnet.ipv6CidrBlock !== undefined)
+      throw new Error(`${subnetId} already has ${subnet.ipv6CidrBlock}`);
+    const vpcBlocks = this.vpcRecord(subnet.vpcId).ipv6CidrBlockAssociations;
+    if (
+      !vpcBlocks.some((association) => ipv6CidrWithin(tryParseIpv6Cidr(association.ipv6CidrBlock)!, block))
+    ) {
+      throw new Error(`${cidrBlock} is outside every IPv6 block of ${subnet.vpcId}`);
+    }
+    const taken = [...this.subnetRecords.values()].find((other) => other.ipv6CidrBlock === cidrBlock);
+    if (taken) throw new Error(`${cidrBlock} is already the IPv6 block of ${taken.subnetId}`);
+    subnet.ipv6CidrBlock = cidrBlock;
+    subnet.ipv6CidrBlockAssociationId = this.newId('subnet-cidr-assoc');
+    this.subnetIpv6Pools.set(subnetId, new SubnetIpv6PrefixPool(cidrBlock));
   }
 
   /** AssociateVpcCidrBlock: a secondary IPv4 CIDR (e.g. 100.64.0.0/16 for pods). */
@@ -451,11 +540,14 @@ export class Ec2State {
       cidrBlock: formatCidr(cidr),
       routeTableId: input.routeTableId,
       fragmented: input.fragmented ?? false,
+      ipv6CidrBlock: undefined,
+      ipv6CidrBlockAssociationId: undefined,
       tags: { ...input.tags },
     };
     this.subnetRecords.set(record.subnetId, record);
     this.subnetPools.set(record.subnetId, new SubnetAddressPool(cidr));
-    return structuredClone(record);
+    if (input.ipv6CidrBlock !== undefined) this.addSubnetIpv6Cidr(record.subnetId, input.ipv6CidrBlock);
+    return structuredClone(this.subnetRecord(record.subnetId));
   }
 
   /** Simulates a fragmented subnet: prefixes fail with InsufficientCidrBlocks, single IPs still work. */
@@ -497,6 +589,7 @@ export class Ec2State {
       explicitSecondaries: [],
       prefixCount: 0,
       explicitPrefixes: [],
+      ipv6Prefixes: [],
       interfaceType: 'interface',
       tags: { ...input.primaryNetworkInterfaceTags },
       clientToken: undefined,
@@ -576,7 +669,16 @@ export class Ec2State {
       cidrBlock: '10.0.0.0/16',
       secondaryCidrBlocks: ['100.64.0.0/16'],
       tags: { Name: `${clusterName}-vpc`, [clusterTag]: 'shared' },
+      ...(options.dualStack ? { ipv6CidrBlock: true as const } : {}),
     });
+    // Subnet n of a dual-stack seed gets the n-th /64 of the VPC's /56.
+    let ipv6Subnets = 0;
+    const ipv6Block = () => {
+      const vpcBlock = vpc.ipv6CidrBlockAssociations[0]?.ipv6CidrBlock;
+      if (!options.dualStack || vpcBlock === undefined) return {};
+      ipv6Subnets += 1;
+      return { ipv6CidrBlock: nthSubnetIpv6Block(vpcBlock, ipv6Subnets) };
+    };
     const podRouteTable = this.addRouteTable({ vpcId: vpc.vpcId, tags: { Name: `${clusterName}-pods` } });
     const subnet = (name: string, zone: string, cidrBlock: string, extra: Partial<AddSubnetInput> = {}) =>
       this.addSubnet({
@@ -588,18 +690,22 @@ export class Ec2State {
       });
     const nodesA = subnet('nodes-a', zoneA, '10.0.1.0/24', {
       tags: { 'kubernetes.io/role/internal-elb': '1' },
+      ...ipv6Block(),
     });
     const nodesB = subnet('nodes-b', zoneB, '10.0.2.0/24', {
       tags: { 'kubernetes.io/role/internal-elb': '1' },
+      ...ipv6Block(),
     });
     const tinyA = subnet('tiny-a', zoneA, '10.0.3.0/28', { tags: { purpose: 'tiny' } });
     const podsA = subnet('pods-a', zoneA, '100.64.0.0/24', {
       routeTableId: podRouteTable.routeTableId,
       tags: { 'cilium.io/pod-subnet': 'true' },
+      ...ipv6Block(),
     });
     const podsB = subnet('pods-b', zoneB, '100.64.1.0/24', {
       routeTableId: podRouteTable.routeTableId,
       tags: { 'cilium.io/pod-subnet': 'true' },
+      ...ipv6Block(),
     });
     const nodesGroup = this.addSecurityGroup({
       vpcId: vpc.vpcId,
@@ -805,6 +911,8 @@ export class Ec2State {
     const explicitPrefixes = request.ipv4Prefixes ?? [];
     const slots = secondaryCount + explicitSecondaries.length + prefixCount + explicitPrefixes.length;
     if (slots > MAX_SECONDARY_SLOTS_ON_UNATTACHED_ENI) throw ec2Errors.privateIpAddressLimitExceeded();
+    // Checked before any IPv4 address is taken, so a refused IPv6 part leaves nothing behind.
+    const ipv6Prefixes = this.chooseIpv6Prefixes(subnet, request, 0, MAX_IPV6_ON_UNATTACHED_ENI);
 
     const eni = this.createNetworkInterfaceRecord({
       subnet,
@@ -815,6 +923,7 @@ export class Ec2State {
       explicitSecondaries,
       prefixCount,
       explicitPrefixes,
+      ipv6Prefixes,
       interfaceType: request.interfaceType ?? 'interface',
       tags: { ...request.tags },
       clientToken: request.clientToken,
@@ -863,7 +972,10 @@ export class Ec2State {
     if (attached.length >= type.maxInterfaces) throw ec2Errors.attachmentLimitExceeded(instance.instanceType);
     // [inferred] an ENI carrying more addresses than the type allows per ENI cannot be attached.
     if (secondarySlots(eni) > type.ipv4PerInterface - 1) throw ec2Errors.privateIpAddressLimitExceeded();
-    if (eni.ipv4Prefixes.length > 0 && !type.supportsPrefixes)
+    if (eni.ipv6Prefixes.length > 0 && type.ipv6PerInterface === 0)
+      throw ec2Errors.ipv6NotSupported(type.instanceType);
+    if (eni.ipv6Prefixes.length > type.ipv6PerInterface) throw ec2Errors.ipv6AddressLimitExceeded();
+    if ((eni.ipv4Prefixes.length > 0 || eni.ipv6Prefixes.length > 0) && !type.supportsPrefixes)
       throw ec2Errors.prefixesNotSupported(type.instanceType);
 
     const attachment: AttachmentRecord = {
@@ -985,6 +1097,51 @@ export class Ec2State {
     eni.ipv4Prefixes = eni.ipv4Prefixes.filter((prefix) => !prefixes.includes(prefix));
   }
 
+  /**
+   * AssignIpv6Addresses with /80 prefixes (`Ipv6PrefixCount` or `Ipv6Prefix.N`, never both). The
+   * ENI's subnet must be dual-stack; each /80 counts as one address against the attached type's
+   * Ipv6AddressesPerInterface (AWS: "each prefix counts as one IP address"), an unattached ENI
+   * against the largest type's; prefixes only on Nitro or bare metal; a type without IPv6 refuses.
+   */
+  assignIpv6Addresses(request: AssignIpv6AddressesRequest): { prefixes: string[] } {
+    const eni = this.requireVisibleNetworkInterface(request.networkInterfaceId);
+    if (request.ipv6AddressCount !== undefined || (request.ipv6Addresses ?? []).length > 0) {
+      throw new Error('AssignIpv6Addresses with single IPv6 addresses is not modelled by the emulator');
+    }
+    if ((request.ipv6PrefixCount ?? 0) === 0 && (request.ipv6Prefixes ?? []).length === 0) {
+      throw ec2Errors.missingParameter('Ipv6AddressCount, Ipv6Addresses, Ipv6PrefixCount or Ipv6Prefix');
+    }
+    const instance = eni.attachment ? this.instanceRecords.get(eni.attachment.instanceId) : undefined;
+    const type = instance ? this.requireInstanceType(instance.instanceType) : undefined;
+    if (type && type.ipv6PerInterface === 0) throw ec2Errors.ipv6NotSupported(type.instanceType);
+    if (type && !type.supportsPrefixes) throw ec2Errors.prefixesNotSupported(type.instanceType);
+    const prefixes = this.chooseIpv6Prefixes(
+      this.subnetRecord(eni.subnetId),
+      request,
+      eni.ipv6Prefixes.length,
+      type ? type.ipv6PerInterface : MAX_IPV6_ON_UNATTACHED_ENI,
+    );
+    this.subnetIpv6Pool(eni.subnetId).take(prefixes);
+    eni.ipv6Prefixes.push(...prefixes);
+    return { prefixes };
+  }
+
+  /** UnassignIpv6Addresses: every prefix must be on the ENI; they return to the subnet. */
+  unassignIpv6Addresses(request: UnassignIpv6AddressesRequest): { prefixes: string[] } {
+    const eni = this.requireVisibleNetworkInterface(request.networkInterfaceId);
+    if ((request.ipv6Addresses ?? []).length > 0) {
+      throw new Error('UnassignIpv6Addresses with single IPv6 addresses is not modelled by the emulator');
+    }
+    const prefixes = request.ipv6Prefixes ?? [];
+    if (prefixes.length === 0) throw ec2Errors.missingParameter('Ipv6Addresses or Ipv6Prefix');
+    if (prefixes.some((prefix) => !eni.ipv6Prefixes.includes(prefix))) {
+      throw ec2Errors.addressesNotAssigned(eni.networkInterfaceId);
+    }
+    this.subnetIpv6Pool(eni.subnetId).release(prefixes);
+    eni.ipv6Prefixes = eni.ipv6Prefixes.filter((prefix) => !prefixes.includes(prefix));
+    return { prefixes };
+  }
+
   /** DetachNetworkInterface: the primary ENI (device index 0) cannot be detached. */
   detachNetworkInterface(attachmentId: string): void {
     const eni = this.liveEnis().find((candidate) => candidate.attachment?.attachmentId === attachmentId);
@@ -1025,6 +1182,44 @@ export class Ec2State {
 
   // ---------------------------------------------------------------- internals
 
+  /**
+   * The /80s a create or an assign asks for (`held` already on the ENI, at most `limit` in all),
+   * validated and found free but not taken: a count takes the lowest free ones, explicit prefixes
+   * must be free /80s of the subnet's block. Empty when the request asks for none.
+   */
+  private chooseIpv6Prefixes(
+    subnet: SubnetRecord,
+    request: { ipv6PrefixCount?: number; ipv6Prefixes?: string[]; ipv6AddressCount?: number },
+    held: number,
+    limit: number,
+  ): string[] {
+    if (request.ipv6AddressCount !== undefined) {
+      throw new Error('single IPv6 addresses (Ipv6AddressCount) are not modelled by the emulator');
+    }
+    const explicit = request.ipv6Prefixes ?? [];
+    if (request.ipv6PrefixCount !== undefined && explicit.length > 0) {
+      throw ec2Errors.invalidParameterCombination('Ipv6PrefixCount and Ipv6Prefix are exclusive.');
+    }
+    const count = nonNegative('Ipv6PrefixCount', request.ipv6PrefixCount ?? 0) + explicit.length;
+    if (count === 0) return [];
+    if (subnet.ipv6CidrBlock === undefined) throw ec2Errors.subnetWithoutIpv6(subnet.subnetId);
+    if (held + count > limit) throw ec2Errors.ipv6AddressLimitExceeded();
+    const pool = this.subnetIpv6Pool(subnet.subnetId);
+    if (explicit.length === 0) {
+      const found = pool.findFree(count);
+      if (!found) throw ec2Errors.insufficientCidrBlocks(subnet.subnetId);
+      return found;
+    }
+    for (const prefix of explicit) {
+      if (pool.indexOf(prefix) === undefined) throw ec2Errors.ipv6PrefixInvalid(prefix, subnet.subnetId);
+      if (!pool.isFree(prefix)) throw ec2Errors.addressInUse(prefix);
+    }
+    if (new Set(explicit).size !== explicit.length) {
+      throw ec2Errors.invalidParameterValue('The same IPv6 prefix was specified more than once.');
+    }
+    return [...explicit];
+  }
+
   private createNetworkInterfaceRecord(input: {
     subnet: SubnetRecord;
     securityGroupIds: string[];
@@ -1034,6 +1229,8 @@ export class Ec2State {
     explicitSecondaries: string[];
     prefixCount: number;
     explicitPrefixes: string[];
+    /** Already chosen (`chooseIpv6Prefixes`); taken here once the IPv4 addresses are. */
+    ipv6Prefixes: string[];
     interfaceType: string;
     tags: Tags;
     clientToken: string | undefined;
@@ -1067,11 +1264,13 @@ export class Ec2State {
       securityGroupIds: [...input.securityGroupIds],
       secondaryPrivateIpAddresses: allocation.secondaries,
       ipv4Prefixes: allocation.prefixes,
+      ipv6Prefixes: [...input.ipv6Prefixes],
       status: 'available',
       attachment: undefined,
       tags: input.tags,
       deletedAtMs: undefined,
     };
+    if (input.ipv6Prefixes.length > 0) this.subnetIpv6Pool(input.subnet.subnetId).take(input.ipv6Prefixes);
     this.eniRecords.set(eni.networkInterfaceId, eni);
     return eni;
   }
@@ -1168,6 +1367,7 @@ export class Ec2State {
     const pool = this.subnetPool(eni.subnetId);
     pool.release([eni.privateIpAddress, ...eni.secondaryPrivateIpAddresses].map(mustIpToInt));
     for (const prefix of eni.ipv4Prefixes) pool.releasePrefix(mustParseCidr(prefix).base);
+    if (eni.ipv6Prefixes.length > 0) this.subnetIpv6Pool(eni.subnetId).release(eni.ipv6Prefixes);
     eni.deletedAtMs = this.now();
   }
 
@@ -1235,6 +1435,12 @@ export class Ec2State {
     return pool;
   }
 
+  private subnetIpv6Pool(subnetId: string): SubnetIpv6PrefixPool {
+    const pool = this.subnetIpv6Pools.get(subnetId);
+    if (!pool) throw ec2Errors.subnetWithoutIpv6(subnetId);
+    return pool;
+  }
+
   private routeTableRecord(routeTableId: string): RouteTableRecord {
     const table = this.routeTableRecords.get(routeTableId);
     if (!table) throw ec2Errors.routeTableNotFound(routeTableId);
@@ -1295,6 +1501,18 @@ function macAddressFor(sequence: number): string {
     sequence & 255,
   ];
   return bytes.map((byte) => byte.toString(16).padStart(2, '0')).join(':');
+}
+
+/** The `n`-th Amazon-provided /56 of the emulator (deterministic, inside `2600:1f18::/32`). */
+function amazonProvidedIpv6Block(n: number): string {
+  return `2600:1f18:${(0x4a00 + n).toString(16)}:ab00::/56`;
+}
+
+/** The `n`-th /64 of a VPC's /56 (`2600:1f18:4a01:ab00::/56`, 1 → `2600:1f18:4a01:ab01::/64`). */
+function nthSubnetIpv6Block(vpcBlock: string, n: number): string {
+  const parsed = tryParseIpv6Cidr(vpcBlock);
+  if (parsed === undefined || n < 0 || n > 255) throw new Error(`no /64 number ${n} in ${vpcBlock}`);
+  return formatIpv6Cidr({ networkAddress: parsed.networkAddress + (BigInt(n) << 64n), prefixLength: 64 });
 }
 
 function withoutCidrs(vpc: VpcRecord & { cidrs?: Cidr[] }): VpcRecord {

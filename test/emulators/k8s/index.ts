@@ -29,7 +29,12 @@ export type {
 } from './faults.ts';
 export { DEFAULT_TOKEN, kubeconfigYaml, writeKubeconfig } from './kubeconfig.ts';
 export { ADMIN_IDENTITY, type Identity, RbacAuthorizer, RbacError } from './rbac.ts';
-export { DEFAULT_SCHEMAS, SCHEMA_VERSIONS, type SchemaVersion } from './schema.ts';
+export {
+  CRD_OF_MULTI_POOL_CLUSTERS,
+  DEFAULT_SCHEMAS,
+  SCHEMA_VERSIONS,
+  type SchemaVersion,
+} from './schema.ts';
 export { ApiError, type KubeStatus } from './status.ts';
 export {
   type CiliumNodeObject,

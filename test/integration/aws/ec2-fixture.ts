@@ -47,6 +47,8 @@ export async function startEc2Fixture(
   options: {
     retry?: Partial<Ec2RetryOptions>;
     adapter?: Partial<Omit<Ec2NetworkAdapterOptions, 'client'>>;
+    /** A dual-stack VPC (`seedCluster({ dualStack })`). */
+    dualStack?: boolean;
   } = {},
 ): Promise<Ec2Fixture> {
   const clock = createManualClock();
@@ -55,7 +57,10 @@ export async function startEc2Fixture(
   process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
   process.env.AWS_SECRET_ACCESS_KEY = 'emulator-secret';
   process.env.AWS_ENDPOINT_URL_EC2 = emulator.url;
-  const seed = emulator.state.seedCluster({ clusterName: CLUSTER_NAME });
+  const seed = emulator.state.seedCluster({
+    clusterName: CLUSTER_NAME,
+    ...(options.dualStack ? { dualStack: true } : {}),
+  });
   // The adapter runs as the allocate function's role, with the stack's policies for this cluster.
   emulator.setIdentity(
     ACCESS_KEY_ID,

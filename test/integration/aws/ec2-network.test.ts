@@ -5,6 +5,7 @@ import {
   isDeviceIndexConflict,
   isIdempotencyMismatch,
   isInUse,
+  isIpv6Refusal,
   isNotFound,
   isPrefixCapacity,
   isSubnetFull,
@@ -208,15 +209,19 @@ describe('describes', () => {
     expect(await f.adapter.describeInstanceLimits('m5.large')).toEqual({
       maxInterfaces: 3,
       ipv4PerInterface: 10,
+      ipv6PerInterface: 10,
       hypervisor: 'nitro',
       bareMetal: false,
     });
     expect(await f.adapter.describeInstanceLimits('c5.metal')).toEqual({
       maxInterfaces: 15,
       ipv4PerInterface: 50,
+      ipv6PerInterface: 50,
       hypervisor: '',
       bareMetal: true,
     });
+    // Ipv6Supported false: no IPv6 at all on this type.
+    expect(await f.adapter.describeInstanceLimits('m3.medium')).toMatchObject({ ipv6PerInterface: 0 });
     expect(await f.adapter.describeInstanceLimits('zz9.plural')).toBeUndefined();
   });
 
@@ -592,5 +597,64 @@ describe('retries', () => {
       attachmentId,
       deleteOnTermination: true,
     });
+  });
+});
+
+describe('IPv6', () => {
+  it('describeSubnets gives a dual-stack subnet its /64 and an IPv4-only one none', async () => {
+    const f = await start({ dualStack: true });
+    const subnets = await f.adapter.describeSubnets(f.seed.vpc.vpcId, 'us-east-1a');
+    const byId = Object.fromEntries(subnets.map((subnet) => [subnet.id, subnet.ipv6Cidr]));
+    expect(byId).toEqual({
+      [f.seed.subnets.nodesA.subnetId]: '2600:1f18:4a01:ab01::/64',
+      [f.seed.subnets.podsA.subnetId]: '2600:1f18:4a01:ab03::/64',
+      [f.seed.subnets.tinyA.subnetId]: undefined,
+    });
+  });
+
+  it('a /80 on create and by assignIpv6Prefixes reaches the ENI state in canonical text, Describe and the cluster listing alike', async () => {
+    const f = await start({ dualStack: true });
+    const instanceId = f.launch('m5.large');
+    const created = await attachedPodEni(f, instanceId, 1, { ipCount: 2, ipv6PrefixCount: 1 });
+    expect(created.eni.ipv6Prefixes).toEqual(['2600:1f18:4a01:ab03:1::/80']);
+    const plain = await attachedPodEni(f, instanceId, 2, { ipCount: 1 });
+    expect(plain.eni).not.toHaveProperty('ipv6Prefixes');
+    expect(await f.adapter.assignIpv6Prefixes(plain.eni.id, 1)).toEqual(['2600:1f18:4a01:ab03:2::/80']);
+
+    const enis = await f.adapter.describeAttachedEnis(instanceId, f.seed.vpc.vpcId);
+    expect(enis.map((eni) => [eni.deviceIndex, eni.ipv6Prefixes])).toEqual([
+      [0, undefined],
+      [1, ['2600:1f18:4a01:ab03:1::/80']],
+      [2, ['2600:1f18:4a01:ab03:2::/80']],
+    ]);
+    expect(enis[0]).not.toHaveProperty('ipv6Prefixes');
+    const [listed] = await f.adapter.listClusterInstances(
+      `kubernetes.io/cluster/${f.clusterName}`,
+      ['owned'],
+      ['running'],
+    );
+    expect(listed?.attachedEnis.map((eni) => eni.ipv6Prefixes)).toEqual([
+      undefined,
+      ['2600:1f18:4a01:ab03:1::/80'],
+      ['2600:1f18:4a01:ab03:2::/80'],
+    ]);
+  });
+
+  it('classifies IPv6 refusals: no IPv6 block in the subnet, on assign and on create; the limit', async () => {
+    const f = await start({ dualStack: true });
+    const instanceId = f.launch('m5.large');
+    const tiny = { subnetId: f.seed.subnets.tinyA.subnetId, ipCount: 1 };
+    const { eni } = await attachedPodEni(f, instanceId, 1, tiny);
+    await expect(f.adapter.assignIpv6Prefixes(eni.id, 1)).rejects.toSatisfy(isIpv6Refusal);
+    await expect(
+      f.adapter.createEni(podEniRequest(f, instanceId, { ...tiny, ipv6PrefixCount: 1, clientToken: 'v6' })),
+    ).rejects.toSatisfy(isIpv6Refusal);
+    const dualStack = await attachedPodEni(f, instanceId, 2, { ipCount: 1 });
+    await f.adapter.assignIpv6Prefixes(dualStack.eni.id, 10);
+    await expect(f.adapter.assignIpv6Prefixes(dualStack.eni.id, 1)).rejects.toSatisfy(isIpv6Refusal);
+    // Not an IPv6 refusal: an IPv4 subnet running out stays what it was.
+    await expect(
+      f.adapter.createEni(podEniRequest(f, instanceId, { ...tiny, ipCount: 40, clientToken: 'full' })),
+    ).rejects.not.toSatisfy(isIpv6Refusal);
   });
 });

@@ -27,6 +27,7 @@ const LEGACY_LIMITS: InstanceLimits = {
 const M5_LARGE: InstanceLimits = {
   maxInterfaces: 3,
   ipv4PerInterface: 10,
+  ipv6PerInterface: 10,
   hypervisor: 'nitro',
   bareMetal: false,
 };
@@ -82,10 +83,12 @@ describe('InstanceLimitsCatalog', () => {
       ...M5_LARGE,
       maxInterfaces: 4,
       ipv4PerInterface: 11,
+      ipv6PerInterface: 11,
     });
     expect(await catalog.limitsFor('c5.metal')).toEqual({
       maxInterfaces: 15,
       ipv4PerInterface: 50,
+      ipv6PerInterface: 50,
       hypervisor: '',
       bareMetal: true,
     });
@@ -146,13 +149,18 @@ describe('InstanceLimitsCatalog', () => {
     expect(describeCalls()).toBe(3);
   });
 
-  it('ships the static table with bare metal derived from the type name', () => {
+  it('ships the static table with bare metal derived from the type name, and IPv6 per interface (0 without IPv6)', () => {
     expect(STATIC_INSTANCE_LIMITS.get('m5.24xlarge')).toEqual({
       maxInterfaces: 15,
       ipv4PerInterface: 50,
+      ipv6PerInterface: 50,
       hypervisor: 'nitro',
       bareMetal: false,
     });
     expect(STATIC_INSTANCE_LIMITS.get('c7a.metal-48xl')).toMatchObject({ hypervisor: '', bareMetal: true });
+    expect(STATIC_INSTANCE_LIMITS.get('m3.medium')).toMatchObject({
+      ipv4PerInterface: 6,
+      ipv6PerInterface: 0,
+    });
   });
 });

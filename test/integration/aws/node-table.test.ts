@@ -25,18 +25,27 @@ describe('DynamoNodeRecordStore on DynamoDB Local', () => {
     await expect(second).rejects.toMatchObject({ current: { version: 1 } });
   });
 
-  it('stamps every write with the record schema version, and refuses a record of a newer schema', async () => {
+  it('stamps every write with the lowest schema that holds it, and refuses a record of a newer schema', async () => {
     // A table of its own: the newer record would fail the other tests' scans, as it should.
     const table = await createTestNodeTable();
+    const stampOf = async (instanceId: string) =>
+      (
+        await table.client.send(
+          new GetItemCommand({ TableName: table.tableName, Key: marshall({ instanceId }) }),
+        )
+      ).Item?.[nodeTableSchema.schemaVersionAttribute];
     const record = nodeRecordFixture({ instanceId: 'i-00000000000000031' });
     await table.store.put(record, undefined);
-    const raw = await table.client.send(
-      new GetItemCommand({ TableName: table.tableName, Key: marshall({ instanceId: record.instanceId }) }),
-    );
-    expect(raw.Item?.[nodeTableSchema.schemaVersionAttribute]).toEqual({
-      N: String(nodeTableSchema.recordSchemaVersion),
-    });
+    // An IPv4-only record is layout 1: a release that knows no IPv6 still serves it.
+    expect(await stampOf(record.instanceId)).toEqual({ N: '1' });
     expect(await table.store.get(record.instanceId)).toEqual(record);
+    const dualStack = nodeRecordFixture({
+      instanceId: 'i-00000000000000033',
+      enis: [eniFixture(0, 0), eniFixture(1, 9, { ipv6Prefixes: ['2600:1f18:4a01:ab03:1::/80'] })],
+    });
+    await table.store.put(dualStack, undefined);
+    expect(await stampOf(dualStack.instanceId)).toEqual({ N: String(nodeTableSchema.recordSchemaVersion) });
+    expect(await table.store.get(dualStack.instanceId)).toEqual(dualStack);
 
     const newer = nodeRecordFixture({ instanceId: 'i-00000000000000032' });
     await table.client.send(
@@ -51,7 +60,9 @@ describe('DynamoNodeRecordStore on DynamoDB Local', () => {
       }),
     );
     await expect(table.store.get(newer.instanceId)).rejects.toBeInstanceOf(NewerRecordSchemaError);
-    await expect(table.store.put({ ...newer, version: 2 }, 1)).rejects.toThrow(/schema version 2/);
+    await expect(table.store.put({ ...newer, version: 2 }, 1)).rejects.toThrow(
+      new RegExp(`schema version ${nodeTableSchema.recordSchemaVersion + 1}`),
+    );
     await expect(table.store.listPage()).rejects.toThrow(/finish deploying the newer release/);
   });
 
@@ -86,6 +97,19 @@ describe('DynamoNodeRecordStore on DynamoDB Local', () => {
     };
     await table.store.put(stamped, 1);
     expect(await table.store.get(earlier.instanceId)).toEqual(stamped);
+  });
+
+  it('reads an item written before the schema stamp, and before IPv6, as a record without /80s', async () => {
+    const old = nodeRecordFixture({ instanceId: 'i-00000000000000034' });
+    await table.client.send(
+      new PutItemCommand({
+        TableName: table.tableName,
+        Item: marshall(old, { removeUndefinedValues: true }),
+      }),
+    );
+    const read = await table.store.get(old.instanceId);
+    expect(read).toEqual(old);
+    expect(read?.enis.every((eni) => eni.ipv6Prefixes === undefined)).toBe(true);
   });
 
   it('answers undefined for an instance without a record', async () => {

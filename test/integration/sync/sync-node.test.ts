@@ -7,6 +7,7 @@ import {
   RECORD_VERSION_ANNOTATION,
 } from '../../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumnode-render.ts';
+import { CrdFieldDroppedError } from '../../../functions/core/errors.ts';
 import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import type { NodeRecordStore } from '../../../functions/core/ports.ts';
@@ -327,6 +328,20 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
       times: Number.POSITIVE_INFINITY,
     });
     await expect(syncNode(node.instanceId, { ...env.deps, maxRounds: 4 })).rejects.toThrow(/did not settle/);
+  });
+});
+
+describe('syncNode in a cluster whose CiliumNode CRD predates ipv6-prefixes', () => {
+  it('says so instead of rewriting a status the API server keeps pruning', async () => {
+    // The emulator's default CRDs prune with v1.19-dev, which has no ipv6-prefixes.
+    const enis = [eth0, eniFixture(1, 3, { ipv6Prefixes: ['2600:1f18:4a01:ab01:1::/80'] })];
+    await putRecord(table, recordAt(1, enis));
+    await expect(syncNode(node.instanceId, env.deps)).rejects.toBeInstanceOf(CrdFieldDroppedError);
+    await expect(syncNode(node.instanceId, env.deps)).rejects.toThrow(
+      /dropped status\.eni\.enis\.eni-\w+\.ipv6-prefixes .*cilium 1\.20\.0 or later/,
+    );
+    // The status it stored still covers the pool, and IPv4 is all there.
+    expect(checkStatusCoversSpec((await current()) as CiliumNode)).toEqual([]);
   });
 });
 

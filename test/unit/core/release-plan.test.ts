@@ -606,6 +606,26 @@ describe('decideNodeSweep: the release reason', () => {
       expected: { kind: 'reconcile', reason: 'protocol-changed', release: false },
     },
     {
+      case: 'release off, the 1.20 agent asks for IPv6 and no ENI holds a /80: needs-ipv6-prefix',
+      given: {
+        releaseEnabled: false,
+        node: {
+          ...ciliumNode({ used: [] }),
+          spec: {
+            ...ciliumNode().spec,
+            ...nodeSpec,
+            ipam: {
+              ...nodeSpec.ipam,
+              pools: {
+                requested: [{ pool: 'default', needed: { 'ipv4-addrs': 2 + USED.length, 'ipv6-addrs': 8 } }],
+              },
+            },
+          },
+        },
+      },
+      expected: { kind: 'reconcile', reason: 'needs-ipv6-prefix', release: false },
+    },
+    {
       case: 'marks waiting inside the delay: in sync (costs nothing)',
       given: { record: { ...record, excessMarks: marksOf(EXCESS, undefined, NOW - 1000) } },
       expected: { kind: 'skip', reason: 'in-sync' },

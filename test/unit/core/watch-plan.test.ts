@@ -11,6 +11,10 @@ function node(options: {
   poolSize: number;
   used?: number;
   requested?: number;
+  /** `requested.ipv6-addrs` (a 1.20 agent with IPv6 on). */
+  requested6?: number;
+  /** The /80 the status publishes on eni-1. */
+  ipv6Prefix?: string;
   releaseIps?: Record<string, string>;
 }): CiliumNode {
   const pool = Object.fromEntries(
@@ -29,10 +33,25 @@ function node(options: {
         pool,
         ...(options.requested === undefined
           ? {}
-          : { pools: { requested: [{ pool: 'default', needed: { 'ipv4-addrs': options.requested } }] } }),
+          : {
+              pools: {
+                requested: [
+                  {
+                    pool: 'default',
+                    needed: {
+                      'ipv4-addrs': options.requested,
+                      ...(options.requested6 === undefined ? {} : { 'ipv6-addrs': options.requested6 }),
+                    },
+                  },
+                ],
+              },
+            }),
       },
     },
     status: {
+      ...(options.ipv6Prefix === undefined
+        ? {}
+        : { eni: { enis: { 'eni-1': { id: 'eni-1', 'ipv6-prefixes': [options.ipv6Prefix] } } } }),
       ipam: {
         ...(options.used === undefined ? {} : { used }),
         ...(options.releaseIps === undefined ? {} : { 'release-ips': options.releaseIps }),
@@ -95,6 +114,24 @@ describe('watchTrigger', () => {
       case: '1.19 demand below the watermark',
       previous: node({ poolSize: 8, used: 0 }),
       current: node({ poolSize: 13, used: 5 }),
+      expected: undefined,
+    },
+    {
+      case: 'a 1.20 agent starts asking for IPv6 with its IPv4 satisfied',
+      previous: node({ poolSize: 8, requested: 8 }),
+      current: node({ poolSize: 8, requested: 8, requested6: 8 }),
+      expected: { instanceId: INSTANCE_ID, allocate: true, release: false },
+    },
+    {
+      case: 'an agent asking for IPv6 that already has its /80 starts nothing',
+      previous: node({ poolSize: 8, requested: 8 }),
+      current: node({ poolSize: 8, requested: 8, requested6: 8, ipv6Prefix: '2600:1f18:4a01:ab01:1::/80' }),
+      expected: undefined,
+    },
+    {
+      case: 'an agent still waiting for its /80 (being served, or blocked) starts nothing again',
+      previous: node({ poolSize: 8, requested: 8, requested6: 8 }),
+      current: node({ poolSize: 8, requested: 8, requested6: 9 }),
       expected: undefined,
     },
     {

@@ -170,18 +170,35 @@ describe('a fully rendered CiliumNode', () => {
     },
   ];
 
+  const rendered = (record: NodeRecord): CiliumNode => ({
+    apiVersion: 'cilium.io/v2',
+    kind: 'CiliumNode',
+    metadata: { name: record.nodeName },
+    spec: { 'instance-id': record.instanceId, ipam: { pool: desiredPool(record) } },
+    status: {
+      eni: { enis: desiredStatusEnis(record) },
+      ipam: { 'operator-status': { error: desiredOperatorError(record) ?? '' } },
+    },
+  });
+
   it.each(records)('validates against every CRD generation and covers its pool: $case', ({ record }) => {
-    const cn: CiliumNode = {
-      apiVersion: 'cilium.io/v2',
-      kind: 'CiliumNode',
-      metadata: { name: record.nodeName },
-      spec: { 'instance-id': record.instanceId, ipam: { pool: desiredPool(record) } },
-      status: {
-        eni: { enis: desiredStatusEnis(record) },
-        ipam: { 'operator-status': { error: desiredOperatorError(record) ?? '' } },
-      },
-    };
+    const cn = rendered(record);
     expect(crdProblems(cn)).toEqual([]);
+    expect(checkStatusCoversSpec(cn)).toEqual([]);
+  });
+
+  it('with a /80: validates against every generation; only the CRDs before cilium 1.20.0 lack ipv6-prefixes', () => {
+    const record = nodeRecordFixture({
+      enis: [eth0, eniFixture(1, 2, { ipv6Prefixes: ['2600:1f18:4a01:ab03:1::/80'] })],
+    });
+    const cn = rendered(record);
+    expect(cn.status?.eni?.enis?.[eniFixture(1, 0).id]?.['ipv6-prefixes']).toEqual([
+      '2600:1f18:4a01:ab03:1::/80',
+    ]);
+    // A /80 exists only for a 1.20+ agent, whose cluster runs the 1.20.0+ CRD (v1.21-dev here);
+    // the older generations would prune the field, and they are the only problem.
+    const pruned = `unknown field status.eni.enis.${eniFixture(1, 0).id}.ipv6-prefixes`;
+    expect(crdProblems(cn)).toEqual([`v1.12: ${pruned}`, `v1.19-dev: ${pruned}`, `v1.20: ${pruned}`]);
     expect(checkStatusCoversSpec(cn)).toEqual([]);
   });
 });

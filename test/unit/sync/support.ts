@@ -1,7 +1,13 @@
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
 import type { SyncStep, SyncWriteStep } from '../../../functions/core/sync-plan.ts';
 import { applyJsonPatch } from '../../emulators/k8s/json-patch.ts';
-import { loadCiliumNodeSchema, prune, SCHEMA_VERSIONS, validate } from '../../emulators/k8s/schema.ts';
+import {
+  loadCiliumNodeSchema,
+  prune,
+  SCHEMA_VERSIONS,
+  type SchemaVersion,
+  validate,
+} from '../../emulators/k8s/schema.ts';
 
 /**
  * A minimal in-memory model of one CiliumNode on an API server, for planning tests: writes carry
@@ -63,11 +69,14 @@ export function isWrite(step: SyncStep): step is SyncWriteStep {
 
 /**
  * Field errors and pruned (unknown) fields of `object` under each CRD generation we must satisfy
- * (v1.12, v1.19-dev, v1.20, v1.21-dev). Empty when every generation accepts it unchanged.
+ * (by default all: v1.12, v1.19-dev, v1.20, v1.21-dev). Empty when every one accepts it unchanged.
  */
-export function crdProblems(object: CiliumNode): string[] {
+export function crdProblems(
+  object: CiliumNode,
+  versions: readonly SchemaVersion[] = SCHEMA_VERSIONS,
+): string[] {
   const problems: string[] = [];
-  for (const version of SCHEMA_VERSIONS) {
+  for (const version of versions) {
     const schema = loadCiliumNodeSchema(version);
     const copy = structuredClone(object) as unknown as Record<string, unknown>;
     for (const error of validate(copy, schema)) problems.push(`${version}: ${error.field}: ${error.message}`);

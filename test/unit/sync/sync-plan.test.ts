@@ -9,6 +9,7 @@ import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import { planSyncStep, releaseIpsTarget } from '../../../functions/core/sync-plan.ts';
 import { appliedRecordVersion } from '../../../functions/core/table-generation.ts';
+import { SCHEMA_VERSIONS, type SchemaVersion } from '../../emulators/k8s/schema.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
 import { crdProblems, FakeCiliumNodeServer, isWrite } from './support.ts';
 
@@ -41,11 +42,16 @@ function agentCreatedNode(): CiliumNode {
 
 /**
  * Plans and applies steps until a no-op, checking invariant 1 and the CRD schemas at every stored
- * version. Returns the kinds of the writes and the final no-op.
+ * version (all four generations unless `crds` names fewer: a /80 belongs only where the CRD of
+ * cilium 1.20.0 or later runs). Returns the kinds of the writes and the final no-op.
  */
-function converge(record: NodeRecord, server: FakeCiliumNodeServer, maxSteps = 10): string[] {
+function converge(
+  record: NodeRecord,
+  server: FakeCiliumNodeServer,
+  crds: readonly SchemaVersion[] = SCHEMA_VERSIONS,
+): string[] {
   const kinds: string[] = [];
-  for (let step = 0; step < maxSteps; step++) {
+  for (let step = 0; step < 10; step++) {
     const planned = planSyncStep(record, server.get());
     kinds.push(
       planned.kind === 'none' || planned.kind === 'refuse'
@@ -55,9 +61,9 @@ function converge(record: NodeRecord, server: FakeCiliumNodeServer, maxSteps = 1
     if (!isWrite(planned)) return kinds;
     const stored = server.apply(planned);
     expect(checkStatusCoversSpec(stored), `after ${planned.kind}`).toEqual([]);
-    expect(crdProblems(stored), `after ${planned.kind}`).toEqual([]);
+    expect(crdProblems(stored, crds), `after ${planned.kind}`).toEqual([]);
   }
-  throw new Error(`no convergence within ${maxSteps} steps: ${kinds.join(', ')}`);
+  throw new Error(`no convergence within 10 steps: ${kinds.join(', ')}`);
 }
 
 function expectPublished(cn: CiliumNode | undefined, record: NodeRecord): void {
@@ -337,6 +343,29 @@ describe('planSyncStep scenarios', () => {
       server.writeAsAgent(() => {});
       expect(() => server.apply(step)).toThrow(/test failed/);
     }
+  });
+});
+
+describe('planSyncStep with a /80 (a 1.20 agent with IPv6, in a cluster whose CRD declares ipv6-prefixes)', () => {
+  const PREFIX = '2600:1f18:4a01:ab01:1::/80';
+  const IPV6_CRD: readonly SchemaVersion[] = ['v1.21-dev'];
+  const withPrefix = (version: number) =>
+    recordAt(version, [eth0, eniFixture(1, 3, { ipv6Prefixes: [PREFIX] })]);
+
+  it('the /80 reaches status with the record version that holds it; the pool has nothing to say about it', () => {
+    const server = new FakeCiliumNodeServer(agentCreatedNode());
+    converge(recordAt(1), server);
+    expect(converge(withPrefix(2), server, IPV6_CRD)).toEqual(['status', 'spec', 'none:in-sync']);
+    expect(server.get()?.status?.eni?.enis?.[eniFixture(1, 0).id]?.['ipv6-prefixes']).toEqual([PREFIX]);
+    expect(server.get()?.spec?.ipam?.pool).toEqual(desiredPool(withPrefix(2)));
+  });
+
+  it('a /80 EC2 no longer has leaves status only after a claim, like every removal (grow-only before it)', () => {
+    const server = new FakeCiliumNodeServer(agentCreatedNode());
+    converge(withPrefix(1), server, IPV6_CRD);
+    const lost = recordAt(2);
+    expect(converge(lost, server, IPV6_CRD)).toEqual(['spec-claim', 'status', 'none:in-sync']);
+    expect(server.get()?.status?.eni?.enis).toEqual(desiredStatusEnis(lost));
   });
 });
 
