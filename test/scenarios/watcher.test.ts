@@ -254,7 +254,8 @@ describe('the CiliumNode watcher', () => {
     await vi.waitFor(() => expect(crash.crashed()).toBe(true), { timeout: 5_000 });
     // The dead watcher's leases (the watch's and the victim's node claim) run out.
     harness.clock.advance(5_000);
-    const successor = await watchFor(2_500, { invocationId: 'successor' });
+    // Room to take over, list and serve three nodes on a loaded machine (it ends at its deadline).
+    const successor = await watchFor(8_000, { invocationId: 'successor' });
 
     expect(successor.outcome).toBe('watched');
     for (const node of nodes) expect(poolSize(node)).toBe(13);
