@@ -375,6 +375,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       syncLog: syncLog.length,
       taps: taps.map((tap) => tap.records.length),
     };
+    // What the burst itself made (the demand phases below add ENIs of their own).
+    const burstEnis = enisMadeFor(state, instanceIds);
     const finalRecords = await allRecords(directStore);
     const finalSummary = summarize(state, cloud.k8s, finalRecords, instanceIds);
 
@@ -434,15 +436,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const denials = cloud.denials();
     const total = (counts: Readonly<Record<string, number>>) =>
       Object.values(counts).reduce((sum, count) => sum + count, 0);
-    let newEnis = 0;
-    let floorAssigns = 0;
-    for (const instanceId of instanceIds) {
-      const enis = state.instanceNetworkInterfaces(instanceId);
-      newEnis += enis.filter((eni) => (eni.attachment?.deviceIndex ?? 0) > 0).length;
-      const primary = enis.find((eni) => (eni.attachment?.deviceIndex ?? 0) === 0);
-      if (primary && (primary.secondaryPrivateIpAddresses.length > 0 || primary.ipv4Prefixes.length > 0))
-        floorAssigns++;
-    }
+    const { newEnis, floorAssigns } = burstEnis;
     const burstInstanceIds = new Set(instanceIds);
     const leakedEnis = state
       .networkInterfaceHistory()
@@ -793,6 +787,23 @@ async function warmContainers(cloud: LocalCloud, containers: number): Promise<vo
       cloud.invoke('Sync', { instanceId: unknownInstance }),
     ]).flat(),
   );
+}
+
+/** The new ENIs on the instances, and how many of them got addresses on eth0 (one assign each). */
+function enisMadeFor(
+  state: LocalCloud['ec2']['state'],
+  instanceIds: readonly string[],
+): { newEnis: number; floorAssigns: number } {
+  let newEnis = 0;
+  let floorAssigns = 0;
+  for (const instanceId of instanceIds) {
+    const enis = state.instanceNetworkInterfaces(instanceId);
+    newEnis += enis.filter((eni) => (eni.attachment?.deviceIndex ?? 0) > 0).length;
+    const primary = enis.find((eni) => (eni.attachment?.deviceIndex ?? 0) === 0);
+    if (primary && (primary.secondaryPrivateIpAddresses.length > 0 || primary.ipv4Prefixes.length > 0))
+      floorAssigns++;
+  }
+  return { newEnis, floorAssigns };
 }
 
 async function pollReadiness(

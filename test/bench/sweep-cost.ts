@@ -6,6 +6,7 @@ import { EC2Client } from '@aws-sdk/client-ec2';
 import { createEc2NetworkAdapter } from '../../functions/aws/ec2-network.ts';
 import { withInstanceLimitsCatalog } from '../../functions/aws/instance-limits.ts';
 import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
+import { tableGenerationOf } from '../../functions/aws/table-generation.ts';
 import { forEachWithConcurrency } from '../../functions/core/concurrency.ts';
 import type { Log } from '../../functions/core/ports.ts';
 import { KubernetesCiliumNodeApi } from '../../functions/k8s/ciliumnode-api.ts';
@@ -132,6 +133,9 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
   );
   const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig);
   const store = cloud.table.store;
+  // Stamped with this table's generation, as the stack's allocate function stamps them: a record
+  // without the stamp is one the sweep must reconcile (restore safety), which is not steady state.
+  const tableGeneration = tableGenerationOf(cloud.table.client, cloud.table.name);
   // Room for 5000 nodes' addresses: three /18 node subnets in two AZs.
   const subnets = ['10.0.64.0/18', '10.0.128.0/18', '10.0.192.0/18'].map((cidrBlock, index) =>
     state.addSubnet({
@@ -157,7 +161,12 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
       ec2,
       ciliumNodes,
       publish: (record, ciliumNode) =>
-        syncNode(record.instanceId, { store, ciliumNodes, log: SILENT }, { record, ciliumNode }),
+        syncNode(
+          record.instanceId,
+          { store, ciliumNodes, log: SILENT, tableGeneration },
+          { record, ciliumNode },
+        ),
+      tableGeneration,
       settings: {
         clusterName,
         clusterTagValues: ['owned', 'shared'],
