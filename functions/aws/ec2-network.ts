@@ -551,22 +551,17 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
           }),
         ),
       );
-    try {
-      await unassign(addresses);
-      return;
-    } catch (error) {
-      if (isNotFound(error)) return;
-      if (!isAddressNotAssigned(error)) throw error;
-    }
+    if ((await unassignOrNotAssigned(unassign, addresses)) !== 'not-assigned') return;
     const [current] = await this.describeNetworkInterfaces([filter('network-interface-id', eniId)]);
     if (!current) return;
     const held = new Set(kind === 'ips' ? secondaryIpsOf(current) : prefixesOf(current));
     const stillAssigned = addresses.filter((address) => held.has(address));
     if (stillAssigned.length === 0) return;
-    try {
-      await unassign(stillAssigned);
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
+    if ((await unassignOrNotAssigned(unassign, stillAssigned)) !== 'not-assigned') return;
+    // Describe lags an unassign (eventual consistency): what it still lists may be gone. One
+    // address at a time, so EC2's own answer decides each; not assigned means already released.
+    for (const address of stillAssigned) {
+      if ((await unassignOrNotAssigned(unassign, [address])) === 'gone') return;
     }
   }
 
@@ -744,6 +739,24 @@ function toEniState(
  * without an explicit association uses the main one). Cilium's subnet choice prefers subnets that
  * share the node subnet's route table.
  */
+/**
+ * One UnassignPrivateIpAddresses: `done`, `gone` (the ENI no longer exists: it holds nothing), or
+ * `not-assigned` (EC2 refused the whole call because some address is no longer on the ENI).
+ */
+async function unassignOrNotAssigned(
+  unassign: (subset: readonly string[]) => Promise<unknown>,
+  subset: readonly string[],
+): Promise<'done' | 'gone' | 'not-assigned'> {
+  try {
+    await unassign(subset);
+    return 'done';
+  } catch (error) {
+    if (isNotFound(error)) return 'gone';
+    if (isAddressNotAssigned(error)) return 'not-assigned';
+    throw error;
+  }
+}
+
 function routeTableResolver(routeTables: readonly RouteTable[]): (subnetId: string) => string | undefined {
   const explicit = new Map<string, string>();
   let mainTableId: string | undefined;

@@ -38,8 +38,9 @@ function groupSet(state: Ec2State, groupIds: readonly string[]): XmlObject[] {
   return groupIds.map((groupId) => ({ groupId, groupName: state.requireSecurityGroup(groupId).groupName }));
 }
 
-function privateIpAddressesSet(eni: NetworkInterfaceRecord): XmlObject[] {
-  return [eni.privateIpAddress, ...eni.secondaryPrivateIpAddresses].map((address) => ({
+/** What Describe lists: the ENI's addresses, and (eventual consistency) those unassigned a moment ago. */
+function privateIpAddressesSet(state: Ec2State, eni: NetworkInterfaceRecord): XmlObject[] {
+  return [eni.privateIpAddress, ...state.describedSecondaryAddresses(eni)].map((address) => ({
     privateIpAddress: address,
     privateDnsName: `ip-${address.replaceAll('.', '-')}${eni.privateDnsName.slice(eni.privateDnsName.indexOf('.'))}`,
     primary: address === eni.privateIpAddress,
@@ -74,8 +75,8 @@ export function renderNetworkInterface(state: Ec2State, eni: NetworkInterfaceRec
       deleteOnTermination: eni.attachment.deleteOnTermination,
     },
     tagSet: tagSet(eni.tags),
-    privateIpAddressesSet: privateIpAddressesSet(eni),
-    ipv4PrefixSet: eni.ipv4Prefixes.map((ipv4Prefix) => ({ ipv4Prefix })),
+    privateIpAddressesSet: privateIpAddressesSet(state, eni),
+    ipv4PrefixSet: state.describedIpv4Prefixes(eni).map((ipv4Prefix) => ({ ipv4Prefix })),
     ipv6AddressesSet: [],
     ipv6PrefixSet: eni.ipv6Prefixes.map((ipv6Prefix) => ({ ipv6Prefix })),
     interfaceType: eni.interfaceType,
@@ -104,8 +105,8 @@ function renderInstanceNetworkInterface(state: Ec2State, eni: NetworkInterfaceRe
       attachTime: isoTime(eni.attachment.attachTimeMs),
       deleteOnTermination: eni.attachment.deleteOnTermination,
     },
-    privateIpAddressesSet: privateIpAddressesSet(eni),
-    ipv4PrefixSet: eni.ipv4Prefixes.map((ipv4Prefix) => ({ ipv4Prefix })),
+    privateIpAddressesSet: privateIpAddressesSet(state, eni),
+    ipv4PrefixSet: state.describedIpv4Prefixes(eni).map((ipv4Prefix) => ({ ipv4Prefix })),
     ipv6PrefixSet: eni.ipv6Prefixes.map((ipv6Prefix) => ({ ipv6Prefix })),
     interfaceType: eni.interfaceType,
   };

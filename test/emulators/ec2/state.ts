@@ -347,6 +347,13 @@ export class Ec2State {
   readonly vpcOwnerAccountId: string;
   private clock: () => number;
   private eventualConsistencyMs: number;
+  /**
+   * Per ENI: secondary addresses and /28 prefixes unassigned less than `eventualConsistencyMs`
+   * ago, with when they stop being listed. EC2's Describe is eventually consistent after an
+   * unassign as after a create: for a while it still lists what is gone (the state is already
+   * changed: the address is free in its subnet and on the ENI; only what Describe shows lags).
+   */
+  private readonly lingering = new Map<string, Map<string, number>>();
 
   private readonly vpcs = new Map<string, VpcRecord & { cidrs: Cidr[] }>();
   private readonly subnetRecords = new Map<string, SubnetRecord>();
@@ -1095,6 +1102,36 @@ export class Ec2State {
       (address) => !addresses.includes(address),
     );
     eni.ipv4Prefixes = eni.ipv4Prefixes.filter((prefix) => !prefixes.includes(prefix));
+    if (this.eventualConsistencyMs > 0) {
+      const lingering = this.lingering.get(eni.networkInterfaceId) ?? new Map<string, number>();
+      for (const gone of [...addresses, ...prefixes])
+        lingering.set(gone, this.now() + this.eventualConsistencyMs);
+      this.lingering.set(eni.networkInterfaceId, lingering);
+    }
+  }
+
+  /** The secondary addresses Describe lists for the ENI now: its own, and those still lingering. */
+  describedSecondaryAddresses(eni: NetworkInterfaceRecord): string[] {
+    return [
+      ...eni.secondaryPrivateIpAddresses,
+      ...this.stillListed(eni, eni.secondaryPrivateIpAddresses, false),
+    ];
+  }
+
+  /** The /28 prefixes Describe lists for the ENI now: its own, and those still lingering. */
+  describedIpv4Prefixes(eni: NetworkInterfaceRecord): string[] {
+    return [...eni.ipv4Prefixes, ...this.stillListed(eni, eni.ipv4Prefixes, true)];
+  }
+
+  private stillListed(eni: NetworkInterfaceRecord, current: readonly string[], prefixes: boolean): string[] {
+    const lingering = this.lingering.get(eni.networkInterfaceId);
+    if (lingering === undefined) return [];
+    const now = this.now();
+    return [...lingering]
+      .filter(
+        ([gone, untilMs]) => untilMs > now && gone.includes('/') === prefixes && !current.includes(gone),
+      )
+      .map(([gone]) => gone);
   }
 
   /**

@@ -481,6 +481,29 @@ describe('ENI lifecycle', () => {
     expect(f.emulator.state.networkInterface(eni.id)?.secondaryPrivateIpAddresses).toEqual([third]);
   });
 
+  it('a replayed unassign completes while Describe still lists what was unassigned (eventual consistency)', async () => {
+    const f = await start();
+    const instanceId = f.launch();
+    const { eni } = await attachedPodEni(f, instanceId, 1);
+    const [first, second, third] = eni.secondaryIps;
+    f.emulator.setEventualConsistencyMs(5_000);
+
+    await f.adapter.unassignIps(eni.id, { ips: [first!], prefixes: [] });
+    // Describe lags: the address is gone from the ENI but still listed.
+    const listed = (await f.adapter.describeAttachedEnis(instanceId, f.seed.vpc.vpcId)).find(
+      (candidate) => candidate.id === eni.id,
+    );
+    expect(listed?.secondaryIps).toContain(first);
+    await f.adapter.unassignIps(eni.id, { ips: [first!, second!], prefixes: [] });
+
+    expect(f.emulator.state.networkInterface(eni.id)?.secondaryPrivateIpAddresses).toEqual([third]);
+    f.clock.advance(5_000);
+    const settled = (await f.adapter.describeAttachedEnis(instanceId, f.seed.vpc.vpcId)).find(
+      (candidate) => candidate.id === eni.id,
+    );
+    expect(settled?.secondaryIps).toEqual([third]);
+  });
+
   it('detach and delete; both count an ENI or attachment that is already gone as done', async () => {
     const f = await start();
     const instanceId = f.launch();
