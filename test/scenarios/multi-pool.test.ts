@@ -240,6 +240,12 @@ describe('release after demand falls (excess release on)', () => {
     expectInUseIpsOnEc2(instance, agent);
   }
 
+  function ec2AssignedIps(instance: InstanceRecord): string[] {
+    return harness.ec2.state
+      .networkInterfaces({ instanceId: instance.instanceId })
+      .flatMap((eni) => [eni.privateIpAddress, ...eni.secondaryPrivateIpAddresses]);
+  }
+
   function ec2SecondaryIps(instance: InstanceRecord): number {
     return harness.ec2.state
       .networkInterfaces({ instanceId: instance.instanceId })
@@ -278,6 +284,45 @@ describe('release after demand falls (excess release on)', () => {
     // Pods come back: the allocator assigns again, the agent allocates from what it is given.
     await runPods(instance, agent, pods.slice(5), 4, sweepCycle);
     expect(agent.model.inUseIps()).toHaveLength(20);
+    expect(agent.model.problems).toEqual([]);
+    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+  });
+
+  it('does not publish a released CIDR again while EC2 Describe still lists it (tombstones against eventual consistency)', async () => {
+    const instance = harness.launch('m5.xlarge');
+    await harness.createCiliumNode(instance, { ipam: { 'pre-allocate': 4 } });
+    const agent = startMultiPoolAgent(harness, instance);
+    await sweepCycle(instance, agent);
+    const pods = Array.from({ length: 20 }, (_, index) => `pod-${index + 1}`);
+    for (let batch = 0; batch < 4; batch++) {
+      await runPods(instance, agent, pods.slice(batch * 5, batch * 5 + 5), 4, sweepCycle);
+    }
+    await sweepCycle(instance, agent);
+    // From now on Describe lags every unassign by two and a half sweep periods (the tombstones
+    // last five consistency windows, 300 s).
+    harness.ec2.setEventualConsistencyMs(150_000);
+    for (const pod of pods.slice(5)) agent.model.release(pod);
+    const listedAfterUnassign = new Set<string>();
+    for (let round = 0; round < 10; round++) {
+      await sweepCycle(instance, agent);
+      const described = await harness
+        .dependencies()
+        .ec2.describeAttachedEnis(
+          instance.instanceId,
+          harness.ec2.state.instance(instance.instanceId)?.vpcId ?? '',
+        );
+      const assigned = new Set(ec2AssignedIps(instance));
+      for (const ip of described.flatMap((eni) => eni.secondaryIps))
+        if (!assigned.has(ip)) listedAfterUnassign.add(ip);
+      // Whatever Describe still lists, status lists only what EC2 assigns.
+      const published = Object.values((await ciliumNodeOf(instance)).status?.eni?.enis ?? {}).flatMap(
+        (eni) => eni?.addresses ?? [],
+      );
+      expect(published.filter((ip) => !assigned.has(ip))).toEqual([]);
+    }
+
+    expect(listedAfterUnassign.size, 'Describe listed unassigned addresses for a while').toBeGreaterThan(0);
+    expect(ec2SecondaryIps(instance)).toBe(5 + 4);
     expect(agent.model.problems).toEqual([]);
     expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
   });
