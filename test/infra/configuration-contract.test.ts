@@ -15,6 +15,7 @@ import { createLog } from '../../functions/runtime/logger.ts';
 import { buildWatchDependencies } from '../../functions/runtime/watch-dependencies.ts';
 import { buildSyncDependencies } from '../../functions/sync/dependencies.ts';
 import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
+import { REAL_CLUSTER } from '../fixtures/cluster-context.ts';
 
 /**
  * The configuration contract, proved at both ends for every function: the stack sets exactly
@@ -23,15 +24,6 @@ import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
  * variables the contract lists for it, nothing more and nothing less. A variable set and never read,
  * or read and never set (without a default), fails here.
  */
-
-/** A cluster's real values (access-entry mode: the EKS connection is in the environment). */
-const REAL_CLUSTER = {
-  'eni-ipam:clusterName': 'prod_eu',
-  'eni-ipam:vpcId': 'vpc-0a1b2c3d4e5f60718',
-  'eni-ipam:eksEndpoint': 'https://9F2E4C1B7A6D3E8F0A1B2C3D4E5F6A7B.yl4.eu-west-1.eks.amazonaws.com',
-  'eni-ipam:eksCertificateAuthorityData': 'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM=',
-  'eni-ipam:ciliumVersion': '1.18',
-};
 
 const FUNCTIONS: readonly FunctionName[] = ['Allocate', 'Sweep', 'GarbageCollection', 'Sync', 'Watch'];
 

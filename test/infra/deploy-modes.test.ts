@@ -3,6 +3,7 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
 import type { EniIpamStack } from '../../infra/stack.ts';
+import { REAL_CLUSTER } from '../fixtures/cluster-context.ts';
 
 /** Synthesizes with cdk.json's defaults plus `overrides`; esbuild bundling skipped. */
 function synthesize(overrides: Record<string, unknown> = {}): { stack: EniIpamStack; template: Template } {
@@ -11,15 +12,6 @@ function synthesize(overrides: Record<string, unknown> = {}): { stack: EniIpamSt
   app.synth();
   return { stack, template: Template.fromStack(stack) };
 }
-
-/** A cluster's real values, as `aws eks describe-cluster` gives them. */
-const REAL_CLUSTER = {
-  'eni-ipam:clusterName': 'prod_eu',
-  'eni-ipam:vpcId': 'vpc-0a1b2c3d4e5f60718',
-  'eni-ipam:eksEndpoint': 'https://9F2E4C1B7A6D3E8F0A1B2C3D4E5F6A7B.yl4.eu-west-1.eks.amazonaws.com',
-  'eni-ipam:eksCertificateAuthorityData': 'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM=',
-  'eni-ipam:ciliumVersion': '1.18',
-};
 
 const environmentOf = (template: Template) =>
   Object.fromEntries(

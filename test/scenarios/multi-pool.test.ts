@@ -252,7 +252,8 @@ describe('release after demand falls (excess release on)', () => {
       .reduce((sum, eni) => sum + eni.secondaryPrivateIpAddresses.length, 0);
   }
 
-  it('releases what the agent dropped from allocated, after the delay, withdrawn from status first; never a CIDR in allocated', async () => {
+  /** An m5.xlarge with pre-allocate 4 whose 1.20 agent runs 20 pods, started five at a time. */
+  async function nodeWithTwentyPods() {
     const instance = harness.launch('m5.xlarge');
     await harness.createCiliumNode(instance, { ipam: { 'pre-allocate': 4 } });
     const agent = startMultiPoolAgent(harness, instance);
@@ -262,6 +263,11 @@ describe('release after demand falls (excess release on)', () => {
       await runPods(instance, agent, pods.slice(batch * 5, batch * 5 + 5), 4, sweepCycle);
     }
     await sweepCycle(instance, agent);
+    return { instance, agent, pods };
+  }
+
+  it('releases what the agent dropped from allocated, after the delay, withdrawn from status first; never a CIDR in allocated', async () => {
+    const { instance, agent, pods } = await nodeWithTwentyPods();
     expect(agent.model.inUseIps()).toHaveLength(20);
     expect(ec2SecondaryIps(instance)).toBe(24);
 
@@ -289,15 +295,7 @@ describe('release after demand falls (excess release on)', () => {
   });
 
   it('does not publish a released CIDR again while EC2 Describe still lists it (tombstones against eventual consistency)', async () => {
-    const instance = harness.launch('m5.xlarge');
-    await harness.createCiliumNode(instance, { ipam: { 'pre-allocate': 4 } });
-    const agent = startMultiPoolAgent(harness, instance);
-    await sweepCycle(instance, agent);
-    const pods = Array.from({ length: 20 }, (_, index) => `pod-${index + 1}`);
-    for (let batch = 0; batch < 4; batch++) {
-      await runPods(instance, agent, pods.slice(batch * 5, batch * 5 + 5), 4, sweepCycle);
-    }
-    await sweepCycle(instance, agent);
+    const { instance, agent, pods } = await nodeWithTwentyPods();
     // From now on Describe lags every unassign by two and a half sweep periods (the tombstones
     // last five consistency windows, 300 s).
     harness.ec2.setEventualConsistencyMs(150_000);
