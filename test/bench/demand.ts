@@ -1,8 +1,8 @@
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { usedIps } from '../../functions/core/knobs.ts';
 import { calculateNeededIps } from '../../functions/core/pool-math.ts';
-import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
-import type { AgentVersion, LocalMultiPoolAgent } from '../local-cloud/cilium-agent.ts';
+import type { K8sEmulator } from '../emulators/k8s/index.ts';
+import { type AgentVersion, type LocalMultiPoolAgent, writeUsedIps } from '../local-cloud/cilium-agent.ts';
 import type { LocalCloud } from '../local-cloud/local-cloud.ts';
 import { nowMs } from './tap.ts';
 
@@ -134,25 +134,16 @@ function crdDemandOf(cn: CiliumNode, preAllocate: number): number {
 
 /** The agent giving `count` more pods an IP each: pool IPs not yet used go into status.ipam.used. */
 function startPods(k8s: K8sEmulator, nodeName: string, count: number): void {
-  for (let attempt = 1; ; attempt++) {
-    const current = k8s.store.get(nodeName) as unknown as CiliumNode & { status?: Record<string, unknown> };
+  const outcome = writeUsedIps(k8s, nodeName, (current) => {
     const used = { ...(current.status?.ipam?.used ?? {}) } as Record<string, unknown>;
     const free = Object.keys(current.spec?.ipam?.pool ?? {}).filter((ip) => !(ip in used));
     for (const [index, ip] of free.slice(0, count).entries()) {
       used[ip] = { owner: `bench/pod-${Object.keys(used).length}-${index}`, resource: '' };
     }
-    try {
-      k8s.store.update(
-        nodeName,
-        { ...current, status: { ...current.status, ipam: { ...current.status?.ipam, used } } } as never,
-        'status',
-        'update',
-      );
-      return;
-    } catch (error) {
-      if (!(error instanceof ApiError && error.code === 409) || attempt >= 20) throw error;
-    }
-  }
+    return used;
+  });
+  if (outcome !== 'written')
+    throw new Error(`the agent of ${nodeName} could not report its pods (${outcome})`);
 }
 
 /**

@@ -2,7 +2,7 @@ import { ENI_TAG_KEYS, ownershipTags } from '../../functions/aws/eni-tags.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { expandCidr } from '../../functions/core/ip-math.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
-import { LocalMultiPoolAgent, registerCiliumNode } from '../local-cloud/cilium-agent.ts';
+import { LocalMultiPoolAgent, registerCiliumNode, writeUsedIps } from '../local-cloud/cilium-agent.ts';
 import { type LocalCloud, type SynthesizedStack, startLocalCloud } from '../local-cloud/index.ts';
 import { MultiPoolAgentModel } from '../support/cilium-multipool-agent-model.ts';
 import { checkRun } from './checks.ts';
@@ -557,32 +557,20 @@ function downgradeAgent(
   nodeName: string,
   endpoints: ReadonlyMap<string, string>,
 ): string[] {
-  for (let attempt = 1; attempt <= 20; attempt++) {
-    const current = k8s.store.get(nodeName) as unknown as CiliumNode | undefined;
-    if (current === undefined) return [];
+  let missing: string[] = [];
+  const outcome = writeUsedIps(k8s, nodeName, (current) => {
     const pool = current.spec?.ipam?.pool ?? {};
-    const missing = [...endpoints].filter(([, ip]) => pool[ip] === undefined);
-    if (missing.length > 0) {
-      return missing.map(
-        ([owner, ip]) => `downgrade: ${nodeName}: ${owner}'s ${ip} is not in spec.ipam.pool`,
-      );
-    }
-    const used = Object.fromEntries(
+    missing = [...endpoints]
+      .filter(([, ip]) => pool[ip] === undefined)
+      .map(([owner, ip]) => `downgrade: ${nodeName}: ${owner}'s ${ip} is not in spec.ipam.pool`);
+    if (missing.length > 0) return undefined;
+    return Object.fromEntries(
       [...endpoints].map(([owner, ip]) => [ip, { owner, resource: pool[ip]?.resource }]),
     );
-    try {
-      k8s.store.update(
-        nodeName,
-        { ...current, status: { ...current.status, ipam: { ...current.status?.ipam, used } } } as never,
-        'status',
-        'update',
-      );
-      return [];
-    } catch (error) {
-      if (!(error instanceof ApiError && error.code === 409)) throw error;
-    }
-  }
-  return [`downgrade: ${nodeName}: could not report used IPs`];
+  });
+  if (outcome === 'declined') return missing;
+  if (outcome === 'conflicts') return [`downgrade: ${nodeName}: could not report used IPs`];
+  return [];
 }
 
 /** Every IP a 1.20 agent holds is assigned on EC2 to an ENI of the instance. */

@@ -54,6 +54,37 @@ export function registerCiliumNode(
   }
 }
 
+/**
+ * A 1.19 agent reporting its pods: writes `status.ipam.used` as `usedOf` computes it from the
+ * current CiliumNode, re-reading and retrying on a resourceVersion conflict (20 attempts), as the
+ * agent's update loop does. `usedOf` may decline (undefined): nothing is written. `absent`: there
+ * is no CiliumNode; `conflicts`: every attempt lost the race.
+ */
+export function writeUsedIps(
+  k8s: K8sEmulator,
+  nodeName: string,
+  usedOf: (current: CiliumNode) => Record<string, unknown> | undefined,
+): 'written' | 'declined' | 'absent' | 'conflicts' {
+  for (let attempt = 1; attempt <= 20; attempt++) {
+    const current = k8s.store.get(nodeName) as unknown as CiliumNode | undefined;
+    if (current === undefined) return 'absent';
+    const used = usedOf(current);
+    if (used === undefined) return 'declined';
+    try {
+      k8s.store.update(
+        nodeName,
+        { ...current, status: { ...current.status, ipam: { ...current.status?.ipam, used } } } as never,
+        'status',
+        'update',
+      );
+      return 'written';
+    } catch (error) {
+      if (!(error instanceof ApiError && error.code === 409)) throw error;
+    }
+  }
+  return 'conflicts';
+}
+
 function asObject(value: unknown): Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
     ? (value as Record<string, unknown>)
