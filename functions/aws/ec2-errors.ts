@@ -110,6 +110,20 @@ export function isDeviceIndexConflict(error: unknown): boolean {
   return isInvalidParameterValueSaying(error, 'interface attached at device');
 }
 
+/**
+ * The ENI cannot take the request's IPv4 addresses (`PrivateIpAddressLimitExceeded` to
+ * AssignPrivateIpAddresses): it holds more than our view of it says, e.g. addresses a crashed
+ * invocation was given after its last record write while our record of the ENI is still the
+ * fresher one (`mergeObservedEnis`). Plan around the ENI; the observation adopts them later.
+ */
+export function isEniAddressLimit(error: unknown): boolean {
+  return (
+    error instanceof Ec2Error &&
+    error.action === 'AssignPrivateIpAddresses' &&
+    error.code === 'PrivateIpAddressLimitExceeded'
+  );
+}
+
 /** The subnet has too few free IPv4 addresses for the request: pick another subnet. */
 export function isSubnetFull(error: unknown): boolean {
   return codeOf(error) === 'InsufficientFreeAddressesInSubnet';

@@ -68,6 +68,11 @@ export interface AllocationSnapshot {
    * until the invocation ends, so the planner neither asks them for IPv6 again nor loops.
    */
   readonly ipv6RefusedSubnetIds?: readonly string[];
+  /**
+   * ENIs that refused IPv4 addresses for their own limit during this invocation
+   * (`PrivateIpAddressLimitExceeded`: they hold addresses our view lacks): no room on them.
+   */
+  readonly fullEniIds?: readonly string[];
 }
 
 /**
@@ -340,6 +345,7 @@ function planInMode(
     knobs,
     limitContext,
     excludedSubnetIds,
+    fullEniIds: snapshot.fullEniIds,
   });
   const fillTarget =
     mode === 'ips' && limitContext.prefixDelegation
@@ -362,7 +368,7 @@ function planInMode(
 
   const deviceIndex = freeDeviceIndex(snapshot, limits);
   if (deviceIndex === undefined) {
-    if (anyEniHasRoom({ enis, knobs, limitContext })) {
+    if (anyEniHasRoom({ enis, knobs, limitContext, fullEniIds: snapshot.fullEniIds })) {
       return {
         kind: 'blocked',
         code: 'NoSubnetWithFreeAddresses',

@@ -59,11 +59,13 @@ export interface FillOrderInputs {
   readonly limitContext: EniLimitContext;
   /** Subnets that already refused addresses this round (InsufficientFreeAddressesInSubnet). */
   readonly excludedSubnetIds?: readonly string[];
+  /** ENIs EC2 called full this invocation (PrivateIpAddressLimitExceeded): no room, whatever our view. */
+  readonly fullEniIds?: readonly string[];
 }
 
 /**
  * Existing ENIs that can take addresses now, in the order to fill them. An ENI qualifies when:
- * 1. it is not excluded (`isExcluded`);
+ * 1. it is not excluded (`isExcluded`) and EC2 has not called it full (`fullEniIds`);
  * 2. it has room (`roomOnEniIps > 0`), and on a prefix-delegated node also a free address slot
  *    for a /28;
  * 3. its subnet is known and reports `availableAddresses > 0`, and is not in `excludedSubnetIds`.
@@ -74,9 +76,10 @@ export interface FillOrderInputs {
 export function orderEnisToFill(inputs: FillOrderInputs): EniFillCandidate[] {
   const subnetsById = new Map(inputs.subnets.map((subnet) => [subnet.id, subnet]));
   const excludedSubnetIds = new Set(inputs.excludedSubnetIds ?? []);
+  const fullEniIds = new Set(inputs.fullEniIds ?? []);
   const candidates: EniFillCandidate[] = [];
   for (const eni of inputs.enis) {
-    if (isExcluded(eni, inputs.knobs)) continue;
+    if (isExcluded(eni, inputs.knobs) || fullEniIds.has(eni.id)) continue;
     const subnet = subnetsById.get(eni.subnetId);
     if (subnet === undefined || subnet.availableAddresses <= 0 || excludedSubnetIds.has(subnet.id)) continue;
     const roomIps = roomOnEniIps(inputs.limitContext, eni);
@@ -100,8 +103,10 @@ export function chooseEniToFill(inputs: FillOrderInputs): EniFillCandidate | und
  * "instance full" from "ENIs have room but their subnets are exhausted".
  */
 export function anyEniHasRoom(inputs: Omit<FillOrderInputs, 'subnets' | 'excludedSubnetIds'>): boolean {
+  const fullEniIds = new Set(inputs.fullEniIds ?? []);
   return inputs.enis.some(
-    (eni) => !isExcluded(eni, inputs.knobs) && roomOnEniIps(inputs.limitContext, eni) > 0,
+    (eni) =>
+      !isExcluded(eni, inputs.knobs) && !fullEniIds.has(eni.id) && roomOnEniIps(inputs.limitContext, eni) > 0,
   );
 }
 

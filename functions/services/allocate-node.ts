@@ -3,6 +3,7 @@ import {
   type Ec2Error,
   isAttachmentLimit,
   isDeviceIndexConflict,
+  isEniAddressLimit,
   isIpv6Refusal,
   isPrefixCapacity,
   isSubnetFull,
@@ -211,6 +212,11 @@ interface Observation {
    * has never had a create (the claim is written before the first one).
    */
   readonly mayHaveOrphanEnis: boolean;
+  /**
+   * CIDRs the record says this allocator released (`ip/32` of released excess marks, tombstoned
+   * multi-pool CIDRs): a Describe that still lists one lags, and it is never adopted back.
+   */
+  readonly releasedCidrs: ReadonlySet<string>;
 }
 
 async function allocateOnce(
@@ -246,6 +252,7 @@ async function allocateOnce(
   const observation: Observation = {
     ...observed,
     mayHaveOrphanEnis: storedRecord?.lease !== undefined || storedRecord?.lastError !== undefined,
+    releasedCidrs: releasedCidrsOf(storedRecord),
   };
   let record = storedRecord;
   if (record && record.lifecycle !== 'active') {
@@ -277,6 +284,7 @@ async function allocateOnce(
     failedSubnetIds: [],
     prefixRefusedSubnetIds: [],
     ipv6RefusedSubnetIds: [],
+    fullEniIds: [],
   };
   let blocked: RecordedError | undefined = recentDenial(record, deps.clock());
   let deniedAction: string | undefined;
@@ -328,6 +336,7 @@ async function allocateOnce(
         excludedSubnetIds: refusals.failedSubnetIds,
         prefixRefusedSubnetIds: refusals.prefixRefusedSubnetIds,
         ipv6RefusedSubnetIds: refusals.ipv6RefusedSubnetIds,
+        fullEniIds: refusals.fullEniIds,
       });
       if (plan.kind === 'blocked') {
         blocked = { code: plan.code, message: plan.message, atEpochMs: deps.clock() };
@@ -439,7 +448,7 @@ function deniedCall(error: unknown): Ec2Error | undefined {
 async function observe(
   instance: InstanceView,
   deps: AllocationDependencies,
-): Promise<Omit<Observation, 'mayHaveOrphanEnis'>> {
+): Promise<Omit<Observation, 'mayHaveOrphanEnis' | 'releasedCidrs'>> {
   const { ec2, settings, log } = deps;
   const nodeName = nodeNameFor(instance, settings.nodeNaming);
   const [ciliumNode, vpc, limits, subnets, defaultKnobs] = await Promise.all([
@@ -555,6 +564,8 @@ interface SubnetRefusals {
   readonly failedSubnetIds: string[];
   readonly prefixRefusedSubnetIds: string[];
   readonly ipv6RefusedSubnetIds: string[];
+  /** ENIs that refused IPv4 addresses for their own limit (`isEniAddressLimit`). */
+  readonly fullEniIds: string[];
 }
 
 /**
@@ -570,14 +581,15 @@ async function assignPlanned(
   refusals: SubnetRefusals,
   deps: AllocationDependencies,
 ): Promise<{ eni: EniState; actions: string[]; cidrs: string[] } | undefined> {
-  let eni = enis.find((candidate) => candidate.id === plan.eniId);
-  if (!eni) throw new Error(`planned ENI ${plan.eniId} is not attached to ${observation.instance.id}`);
+  const planned = enis.find((candidate) => candidate.id === plan.eniId);
+  if (!planned) throw new Error(`planned ENI ${plan.eniId} is not attached to ${observation.instance.id}`);
+  let eni = planned;
   const actions: string[] = [];
   const cidrs: string[] = [];
   if ((plan.ipCount ?? 0) > 0 || (plan.prefixCount ?? 0) > 0) {
     const assigned = await assignToEni(plan, eni, observation, refusals, deps);
-    if (assigned) {
-      eni = assigned.eni;
+    if (assigned) eni = assigned.eni;
+    if (assigned && assigned.count > 0) {
       actions.push(`assign:${plan.eniId}:${assigned.count}`);
       cidrs.push(...assigned.ips.map((ip) => `${ip}/32`), ...assigned.prefixes);
     }
@@ -589,7 +601,7 @@ async function assignPlanned(
       actions.push(`assign-ipv6-prefix:${plan.eniId}`);
     }
   }
-  return actions.length > 0 ? { eni, actions, cidrs } : undefined;
+  return eni !== planned ? { eni, actions, cidrs } : undefined;
 }
 
 /**
@@ -656,6 +668,7 @@ async function assignToEni(
   try {
     assigned = await deps.ec2.assignIps(eni.id, request);
   } catch (error) {
+    if (isEniAddressLimit(error)) return adoptUnrecordedAddresses(eni, observation, refusals, deps);
     const refusal = classifySubnetRefusal(error, request.prefixCount !== undefined);
     if (refusal === undefined) throw error;
     rememberRefusal(refusals, refusal, eni.subnetId);
@@ -679,6 +692,63 @@ async function assignToEni(
     ips: assigned.ips,
     prefixes: assigned.prefixes,
   };
+}
+
+/**
+ * EC2 refused addresses for the ENI's own limit: it holds addresses our view lacks (given to an
+ * invocation that crashed, or whose response was lost, before its record write, while our record of
+ * the ENI is the fresher one). Describes the ENI again and adopts what EC2 lists beyond our view,
+ * except what the record says we released (a lagging Describe may still list those), so the next
+ * round plans with them instead of asking again for what the node already has. When the Describe
+ * shows nothing new (it lags too), the ENI counts as full for the rest of the invocation.
+ */
+async function adoptUnrecordedAddresses(
+  eni: EniState,
+  observation: Observation,
+  refusals: SubnetRefusals,
+  deps: AllocationDependencies,
+): Promise<
+  { eni: EniState; count: number; ips: readonly string[]; prefixes: readonly string[] } | undefined
+> {
+  const { instance, releasedCidrs } = observation;
+  const described = (await deps.ec2.describeAttachedEnis(instance.id, instance.vpcId)).find(
+    (candidate) => candidate.id === eni.id,
+  );
+  const unrecordedIps = (described?.secondaryIps ?? []).filter(
+    (ip) => !eni.secondaryIps.includes(ip) && !releasedCidrs.has(`${ip}/32`),
+  );
+  const unrecordedPrefixes = (described?.prefixes ?? []).filter(
+    (prefix) => !eni.prefixes.includes(prefix) && !releasedCidrs.has(prefix),
+  );
+  deps.log.warn('EC2 says the ENI holds more addresses than our view of it', {
+    instanceId: instance.id,
+    eniId: eni.id,
+    adopted: [...unrecordedIps, ...unrecordedPrefixes],
+  });
+  if (unrecordedIps.length === 0 && unrecordedPrefixes.length === 0) {
+    refusals.fullEniIds.push(eni.id);
+    return undefined;
+  }
+  return {
+    eni: {
+      ...eni,
+      secondaryIps: union(eni.secondaryIps, unrecordedIps),
+      prefixes: union(eni.prefixes, unrecordedPrefixes),
+      lastMutatedAtEpochMs: deps.clock(),
+    },
+    count: 0,
+    ips: [],
+    prefixes: [],
+  };
+}
+
+/** `ip/32` of every excess IP the record says was released, and every tombstoned multi-pool CIDR. */
+function releasedCidrsOf(record: NodeRecord | undefined): Set<string> {
+  const released = tombstonedCidrs(record);
+  for (const [ip, mark] of Object.entries(record?.excessMarks ?? {})) {
+    if (mark.state === 'released') released.add(`${ip}/32`);
+  }
+  return released;
 }
 
 type SubnetRefusal = 'out-of-addresses' | 'no-free-prefix';

@@ -161,6 +161,45 @@ describe('a crash at each step is healed by the next invocation', () => {
   });
 });
 
+describe('addresses EC2 gave an invocation that never recorded them', () => {
+  it('are adopted when EC2 refuses more for the ENI limit, not asked for again', async () => {
+    // A lease shorter than the consistency grace: the successor runs while our record of the ENI is
+    // still the view it trusts over Describe.
+    harness = await startAllocationHarness({ settings: { leaseDurationMs: 2_000 } });
+    const instance = harness.launch('m5.large');
+    await harness.createCiliumNode(instance, { eni: { 'first-interface-index': 1 } });
+    await allocateNode(instance.instanceId, harness.dependencies());
+    const [first] = harness.secondaryEnis(instance.instanceId);
+    expect(first?.secondaryPrivateIpAddresses).toHaveLength(8);
+
+    // Demand rises to 13: 1 more fills the ENI (9 secondaries on m5.large), 4 go on a new one.
+    const node = harness.k8s.store.get(instance.privateDnsName) as unknown as {
+      spec: { ipam?: Record<string, unknown> };
+    };
+    harness.k8s.store.update(
+      instance.privateDnsName,
+      { ...node, spec: { ...node.spec, ipam: { ...node.spec.ipam, 'min-allocate': 13 } } },
+      'main',
+      'update',
+    );
+    // The first invocation is given the 9th address and dies before recording it; our record of
+    // the ENI (written moments ago) stays the fresher view for the next one.
+    const crashed = harness.dependencies();
+    void allocateNode(instance.instanceId, { ...crashed, ec2: crashingAfter(crashed.ec2, 'assignIps') });
+    await waitForCall('AssignPrivateIpAddresses', 1);
+    harness.clock.advance(harness.settings.leaseDurationMs + 1);
+
+    const healed = await allocateNode(instance.instanceId, harness.dependencies());
+    expect(healed.kind).toBe('reconciled');
+    expect(
+      harness.secondaryEnis(instance.instanceId).map((eni) => eni.secondaryPrivateIpAddresses.length),
+    ).toEqual([9, 4]);
+    const record = await harness.table.store.get(instance.instanceId);
+    expect(record?.enis.map((eni) => eni.secondaryIps.length)).toEqual([0, 9, 4]);
+    expect(harness.logs.some((line) => line.message.includes('holds more addresses than our view'))).toBe(true);
+  });
+});
+
 describe('EC2 failures', () => {
   it('completes with throttling on (AWS token buckets shrunk so the burst runs dry)', async () => {
     harness = await startAllocationHarness({

@@ -237,8 +237,12 @@ describe('the CiliumNode watcher', () => {
     const victim = nodes[1] as InstanceRecord;
     const crash = crashSwitch();
     const base = allocationDependencies();
+    // A crashed process makes no call afterwards: not to EC2, nor to the node table (a claim taken
+    // after the crash would outlive it on the manual clock), nor to Kubernetes.
     const doomedAllocation = allocationDependencies({
       ec2: crash.hangAfterCrash(base.ec2, victim.instanceId),
+      store: crash.hangsAfterCrash(base.store),
+      ciliumNodes: crash.hangsAfterCrash(base.ciliumNodes),
     });
     void watchCiliumNodes(
       watchDependencies({
@@ -266,15 +270,26 @@ describe('the CiliumNode watcher', () => {
 /**
  * A watcher process dying, in-process: once the victim's first mutating EC2 call (an
  * AssignPrivateIpAddresses on one of its ENIs, or a CreateNetworkInterface for it) is about to be
- * sent, every port of the doomed watcher and of the allocation it started hangs for good (its EC2 calls are never sent, its lease
- * is never renewed or released, its watch stream is closed and never reports again).
+ * sent, every port of the doomed watcher and of the allocation it started hangs for good (its EC2,
+ * node-table and Kubernetes calls are never sent, its lease is never renewed or released, its watch
+ * stream is closed and never reports again).
  */
 function crashSwitch() {
   let crashed = false;
   const dead = new AbortController();
   const never = <T>() => new Promise<T>(() => {});
+  /** `port` with every method call made after the crash left pending for good. */
+  const hangsAfterCrash = <T extends object>(port: T): T =>
+    new Proxy(port, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => (crashed ? never() : value.apply(target, args));
+      },
+    });
   return {
     crashed: () => crashed,
+    hangsAfterCrash,
     hangAfterCrash(ec2: Ec2NetworkPort, victimInstanceId: string): Ec2NetworkPort {
       const isVictimEni = (eniId: unknown) =>
         harness.ec2.state

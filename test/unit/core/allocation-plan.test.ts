@@ -252,6 +252,11 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
       },
     },
     {
+      case: 'an ENI EC2 called full this invocation is not filled: a new ENI takes the need',
+      snapshot: m5({ fullEniIds: ['eni-0'] }),
+      plan: createEni({ deviceIndex: 1, ipCount: 8, neededIps: 8 }),
+    },
+    {
       case: 'a subnet refused this round: eth0 is not filled, a new ENI goes to the fallback',
       snapshot: m5({ subnets: [NODE_SUBNET, podsB], excludedSubnetIds: ['subnet-node'] }),
       plan: createEni({ deviceIndex: 1, ipCount: 8, neededIps: 8, subnetCandidates: ['subnet-pods-b'] }),
