@@ -1,10 +1,9 @@
-import { fileURLToPath } from 'node:url';
 import { type Duration, Stack, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import * as lambdaNodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
+import { bundledFunctionCode } from './function-bundle.ts';
 
 export interface IpamFunctionProps {
   /** The folder under `functions/` holding the handler's `index.ts`. */
@@ -23,13 +22,13 @@ export interface IpamFunctionProps {
 }
 
 /**
- * One of our Lambda functions: bundled by the locally installed esbuild (no Docker), arm64, the
- * newest Node.js runtime aws-cdk-lib offers, ESM, minified with source maps, the AWS SDK bundled and
- * tree-shaken (`mainFields: module`), a role of its own that starts with no permissions but its
+ * One of our Lambda functions: bundled by the locally installed esbuild (`bundledFunctionCode`:
+ * ESM, code-split, minified, source maps, the AWS SDK bundled and tree-shaken), arm64, the newest
+ * Node.js runtime aws-cdk-lib offers, a role of its own that starts with no permissions but its
  * own log group, and a log group with bounded retention.
  */
 export class IpamFunction extends Construct {
-  readonly function: lambdaNodejs.NodejsFunction;
+  readonly function: lambda.Function;
   readonly role: iam.Role;
 
   constructor(scope: Construct, id: string, props: IpamFunctionProps) {
@@ -52,9 +51,9 @@ export class IpamFunction extends Construct {
       id: `AwsSolutions-IAM5[Resource::<${logGroupLogicalId}.Arn>:log-stream:*]`,
       reason: "Lambda creates its log streams with generated names inside this function's own log group",
     });
-    this.function = new lambdaNodejs.NodejsFunction(this, 'Function', {
-      entry: fileURLToPath(new URL(`../functions/${props.handlerFolder}/index.ts`, import.meta.url)),
-      handler: 'handler',
+    this.function = new lambda.Function(this, 'Function', {
+      code: bundledFunctionCode(props.handlerFolder),
+      handler: 'index.handler',
       description: props.description,
       runtime: lambda.Runtime.NODEJS_LATEST,
       architecture: lambda.Architecture.ARM_64,
@@ -69,16 +68,6 @@ export class IpamFunction extends Construct {
         POWERTOOLS_SERVICE_NAME: props.serviceName,
         POWERTOOLS_LOG_LEVEL: props.logLevel,
         POWERTOOLS_METRICS_NAMESPACE: props.metricsNamespace,
-      },
-      bundling: {
-        format: lambdaNodejs.OutputFormat.ESM,
-        target: 'node22',
-        minify: true,
-        sourceMap: true,
-        mainFields: ['module', 'main'],
-        externalModules: [],
-        // ESM output of CommonJS dependencies needs a `require` in scope.
-        banner: "import { createRequire } from 'module';const require = createRequire(import.meta.url);",
       },
     });
   }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { kubeconfigYaml } from '../emulators/k8s/index.ts';
 import type { SynthesizedStack } from '../local-cloud/synthesize.ts';
@@ -14,13 +14,20 @@ import { median } from './floors.ts';
  * bytes, and the time `await import()` of it takes in a FRESH child process (Node's own start-up
  * excluded), with the function's template environment, every endpoint pointing at a closed
  * loopback port (module scope builds clients but must not call anything). Median of `runs`.
+ * What the bundle defers (the chunks under `chunks/`, loaded by `import()` on first use: the
+ * Kubernetes client, the SDK's rarely used credential providers) is measured too, in the same
+ * process right after the init: every chunk imported, an upper bound of what a first invocation
+ * may wait for.
  */
 
 export interface BundleFigures {
   readonly logicalId: string;
+  /** What a cold start loads: index.mjs and the chunks it imports statically. */
   readonly bytes: number;
   readonly importMs: readonly number[];
   readonly medianImportMs: number;
+  /** The deferred chunks: their bytes, and the median time importing all of them after the init took. */
+  readonly deferred: { readonly chunks: number; readonly bytes: number; readonly medianImportMs: number };
   /** Today's naive bundle of the same handler (`baseline-bundles.ts`), timed in the same runs. */
   readonly baseline?: {
     readonly handlerFolder: string;
@@ -64,17 +71,28 @@ export async function measureBundles(
         ) ?? definition;
       const baselineEnvironment = functionEnvironment(baselineDefinition, stack.stackName, kubeconfigPath);
       const importMs: number[] = [];
+      const deferredMs: number[] = [];
       const baselineMs: number[] = [];
+      const files = assetFiles(definition.entryFile);
+      const chunks = files.deferred;
       // Alternated, so the machine's load weighs on both alike.
       for (let run = 0; run < runs; run++) {
-        importMs.push(await timeImport(definition.entryFile, definition, environment));
-        if (baseline) baselineMs.push(await timeImport(baseline.entryFile, definition, baselineEnvironment));
+        const timing = await timeImport(definition.entryFile, definition, environment, chunks);
+        importMs.push(timing.initMs);
+        deferredMs.push(timing.deferredMs);
+        if (baseline)
+          baselineMs.push((await timeImport(baseline.entryFile, definition, baselineEnvironment, [])).initMs);
       }
       results.push({
         logicalId: definition.logicalId,
-        bytes: statSync(definition.entryFile).size,
+        bytes: bytesOf(files.eager),
         importMs,
         medianImportMs: median(importMs) ?? Number.NaN,
+        deferred: {
+          chunks: chunks.length,
+          bytes: bytesOf(chunks),
+          medianImportMs: median(deferredMs) ?? Number.NaN,
+        },
         ...(baseline
           ? {
               baseline: {
@@ -128,22 +146,64 @@ function functionEnvironment(
   };
 }
 
+/**
+ * The asset's chunks (`chunks/*.mjs` beside the entry file) that the entry file does not import
+ * statically, directly or through another chunk: what the bundle loads only on `import()`.
+ */
+function assetFiles(entryFile: string): { eager: string[]; deferred: string[] } {
+  const directory = join(dirname(entryFile), 'chunks');
+  const eager = new Set<string>([entryFile]);
+  const visit = (file: string) => {
+    // esbuild's ESM output: `import{a as b}from"./chunks/chunk-X.mjs";`, `import"./chunk-Y.mjs";`;
+    // a dynamic import is `import("./chunks/…")` and does not match.
+    for (const [, specifier] of readFileSync(file, 'utf8').matchAll(
+      /(?:from|import)\s*"(\.\.?\/[^"]+\.mjs)"/g,
+    )) {
+      const target = resolve(dirname(file), specifier as string);
+      if (!eager.has(target)) {
+        eager.add(target);
+        visit(target);
+      }
+    }
+  };
+  visit(entryFile);
+  const chunks = existsSync(directory)
+    ? readdirSync(directory)
+        .filter((name) => name.endsWith('.mjs'))
+        .sort()
+        .map((name) => join(directory, name))
+    : [];
+  return { eager: [...eager], deferred: chunks.filter((file) => !eager.has(file)) };
+}
+
+const bytesOf = (files: readonly string[]) => files.reduce((sum, file) => sum + statSync(file).size, 0);
+
 const IMPORT_SCRIPT = [
   "const { performance } = await import('node:perf_hooks');",
   'const started = performance.now();',
   'await import(process.argv[1]);',
-  "process.stdout.write('import-ms ' + (performance.now() - started) + '\\n', () => process.exit(0));",
+  'const initialised = performance.now();',
+  'for (const chunk of process.argv.slice(2)) await import(chunk);',
+  'const deferred = performance.now();',
+  "process.stdout.write('import-ms ' + (initialised - started) + ' deferred-ms ' + (deferred - initialised) + '\\n', () => process.exit(0));",
 ].join('\n');
 
 function timeImport(
   entryFile: string,
   definition: FunctionDefinition,
   environment: Record<string, string>,
-): Promise<number> {
+  chunks: readonly string[],
+): Promise<{ initMs: number; deferredMs: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['--input-type=module', '-e', IMPORT_SCRIPT, pathToFileURL(entryFile).href],
+      [
+        '--input-type=module',
+        '-e',
+        IMPORT_SCRIPT,
+        pathToFileURL(entryFile).href,
+        ...chunks.map((chunk) => pathToFileURL(chunk).href),
+      ],
       { cwd: definition.assetDirectory, env: environment, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';
@@ -157,8 +217,8 @@ function timeImport(
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
-      const match = /import-ms ([\d.]+)/.exec(output);
-      if (code === 0 && match) resolve(Number(match[1]));
+      const match = /import-ms ([\d.]+) deferred-ms ([\d.]+)/.exec(output);
+      if (code === 0 && match) resolve({ initMs: Number(match[1]), deferredMs: Number(match[2]) });
       else
         reject(new Error(`importing ${definition.logicalId} failed (exit ${code}): ${output.slice(0, 500)}`));
     });
