@@ -196,7 +196,9 @@ describe('addresses EC2 gave an invocation that never recorded them', () => {
     ).toEqual([9, 4]);
     const record = await harness.table.store.get(instance.instanceId);
     expect(record?.enis.map((eni) => eni.secondaryIps.length)).toEqual([0, 9, 4]);
-    expect(harness.logs.some((line) => line.message.includes('holds more addresses than our view'))).toBe(true);
+    expect(harness.logs.some((line) => line.message.includes('holds more addresses than our view'))).toBe(
+      true,
+    );
   });
 });
 
