@@ -19,7 +19,7 @@ export interface CiliumNodeWatcherProps {
    * not set them, and `PAUSED`) and adds its table and the allocate function's name.
    */
   readonly values: Readonly<Partial<Record<VariableName, string>>>;
-  /** Serves the nodes the watcher names (`{"task":"serve-node",...}`): the only function it invokes. */
+  /** Serves the nodes the watcher names (`{"task":"serve-nodes",...}`): the only function it invokes. */
   readonly allocateFunction: lambda.IFunction;
   readonly metricsNamespace: string;
 }

@@ -1,12 +1,13 @@
 import type { Context } from 'aws-lambda';
 import { parseEc2Event } from '../core/events.ts';
-import { parseServeNodeRequest } from '../core/serve-node-request.ts';
+import { parseServeNodesRequest } from '../core/serve-node-request.ts';
+import type { WatchTrigger } from '../core/watch-plan.ts';
 import { buildAllocationDependencies } from '../runtime/allocation-dependencies.ts';
 import { createLog } from '../runtime/logger.ts';
 import { allocateEventMetrics, allocationMetrics, MetricsSink, retireMetrics } from '../runtime/metrics.ts';
 import { type AllocationOutcome, allocateNode } from '../services/allocate-node.ts';
 import { drainNode, type RetireOutcome, reactivateNode, retireNode } from '../services/node-lifecycle.ts';
-import { type ServeNodeOutcome, serveNode } from '../services/serve-node.ts';
+import { type ServedNode, serveNodes } from '../services/serve-node.ts';
 
 const log = createLog('serverless-eni-ipam-allocate');
 const dependencies = buildAllocationDependencies(process.env, log);
@@ -18,16 +19,17 @@ export type AllocateResult =
   | { readonly status: 'allocated'; readonly outcome: AllocationOutcome }
   | { readonly status: 'retired'; readonly outcome: RetireOutcome }
   | { readonly status: 'drained'; readonly outcome: 'drained' | 'skipped' }
-  | { readonly status: 'served'; readonly outcome: ServeNodeOutcome };
+  | { readonly status: 'served'; readonly nodes: readonly ServedNode[] };
 
 /**
  * EC2 events. `running` allocates (serving a draining node again first); `shutting-down` and
  * `terminated` retire the node; a spot interruption warning to `terminate` drains it (no new
  * allocation), one to `stop` or `hibernate` changes nothing. A malformed event is logged and answered,
  * never thrown: EventBridge would only retry it. Transient failures throw, so EventBridge retries.
- * The CiliumNode watcher's direct invoke `{"task":"serve-node",...}` (`parseServeNodeRequest`) runs
- * the release step and the allocation it names for one node (`serveNode`); a failure throws back
- * to the watcher, and a malformed request throws too (a direct invoke is not retried).
+ * The CiliumNode watcher's direct invoke `{"task":"serve-nodes",...}` (`parseServeNodesRequest`)
+ * runs the release step and the allocation it names for each node, all at once (`serveNodes`); the
+ * answer lists each node's outcome or error, and a malformed request throws (a direct invoke is not
+ * retried).
  * Every invocation, thrown or not, flushes its metrics as one EMF document: Powertools publishes
  * on its own only at 100 stored values, so without the flush a quiet function's points are lost.
  */
@@ -47,17 +49,8 @@ export async function handler(
 }
 
 async function handle(event: unknown, context: Pick<Context, 'awsRequestId'>): Promise<AllocateResult> {
-  const serveRequest = parseServeNodeRequest(event);
-  if (serveRequest !== undefined) {
-    const outcome = await serveNode(serveRequest, {
-      ...dependencies,
-      invocationId: context.awsRequestId,
-      preAgentKnobs: dependencies.preAgentKnobsForInvocation(),
-    });
-    log.info('served a node for the watcher', { ...serveRequest, outcome });
-    if (outcome.kind === 'served' && outcome.allocation) metrics.add(allocationMetrics(outcome.allocation));
-    return { status: 'served', outcome };
-  }
+  const serveRequest = parseServeNodesRequest(event);
+  if (serveRequest !== undefined) return serveForWatcher(serveRequest, context);
   const parsed = parseEc2Event(event);
   switch (parsed.kind) {
     case 'invalid':
@@ -104,4 +97,23 @@ async function handle(event: unknown, context: Pick<Context, 'awsRequestId'>): P
       return { status: 'allocated', outcome };
     }
   }
+}
+
+/** The watcher's nodes, served at once; each node's outcome logged and its allocation counted. */
+async function serveForWatcher(
+  triggers: readonly WatchTrigger[],
+  context: Pick<Context, 'awsRequestId'>,
+): Promise<AllocateResult> {
+  const nodes = await serveNodes(triggers, {
+    ...dependencies,
+    invocationId: context.awsRequestId,
+    preAgentKnobs: dependencies.preAgentKnobsForInvocation(),
+  });
+  for (const node of nodes) {
+    log.info('served a node for the watcher', { ...node });
+    if ('outcome' in node && node.outcome.kind === 'served' && node.outcome.allocation) {
+      metrics.add(allocationMetrics(node.outcome.allocation));
+    }
+  }
+  return { status: 'served', nodes };
 }

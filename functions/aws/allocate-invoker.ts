@@ -1,14 +1,16 @@
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
-import type { NodeServicePort } from '../core/ports.ts';
-import { serveNodeRequest } from '../core/serve-node-request.ts';
+import type { NodeServiceFailure, NodeServicePort } from '../core/ports.ts';
+import { serveNodesRequest } from '../core/serve-node-request.ts';
 import type { WatchTrigger } from '../core/watch-plan.ts';
 
 /**
  * `NodeServicePort` over Lambda's Invoke API: a RequestResponse invoke of the allocate function
- * with a serve-node request, so the watcher itself needs no EC2 or node-table rights (only
- * `lambda:InvokeFunction` on that one function). A function error (`FunctionError` set) rejects
- * with the function's error message; so does a failed invoke (throttled after the client's own
- * retries, not found, not authorized).
+ * with a serve-nodes request, so the watcher itself needs no EC2 or node-table rights (only
+ * `lambda:InvokeFunction` on that one function). The answer (`{"status":"served","nodes":[…]}`)
+ * names each node's outcome or error; the failed ones are returned. A function error
+ * (`FunctionError` set) rejects with the function's error message; so does a failed invoke
+ * (throttled after the client's own retries, not found, not authorized) and an answer that is not
+ * a served one.
  */
 export class LambdaNodeService implements NodeServicePort {
   constructor(
@@ -16,19 +18,38 @@ export class LambdaNodeService implements NodeServicePort {
     private readonly functionName: string,
   ) {}
 
-  async serve(trigger: WatchTrigger): Promise<void> {
+  async serve(triggers: readonly WatchTrigger[]): Promise<readonly NodeServiceFailure[]> {
     const response = await this.client.send(
       new InvokeCommand({
         FunctionName: this.functionName,
         InvocationType: 'RequestResponse',
-        Payload: new TextEncoder().encode(JSON.stringify(serveNodeRequest(trigger))),
+        Payload: new TextEncoder().encode(JSON.stringify(serveNodesRequest(triggers))),
       }),
     );
+    const payload = response.Payload ? new TextDecoder().decode(response.Payload) : '';
+    const named = triggers.map((trigger) => trigger.instanceId).join(', ');
     if (response.FunctionError !== undefined) {
-      const payload = response.Payload ? new TextDecoder().decode(response.Payload) : '';
       throw new Error(
-        `${this.functionName} failed serving ${trigger.instanceId} (${response.FunctionError}): ${payload.slice(0, 500)}`,
+        `${this.functionName} failed serving ${named} (${response.FunctionError}): ${payload.slice(0, 500)}`,
       );
     }
+    return failuresIn(payload, `${this.functionName} serving ${named}`);
   }
+}
+
+/** The failed nodes of a served answer; throws when the answer is not one. */
+function failuresIn(payload: string, what: string): NodeServiceFailure[] {
+  let answer: unknown;
+  try {
+    answer = JSON.parse(payload);
+  } catch {
+    throw new Error(`${what} answered something that is not JSON: ${payload.slice(0, 200)}`);
+  }
+  const nodes = (answer as { status?: unknown; nodes?: unknown } | null)?.nodes;
+  if ((answer as { status?: unknown } | null)?.status !== 'served' || !Array.isArray(nodes)) {
+    throw new Error(`${what} did not answer with the nodes served: ${payload.slice(0, 200)}`);
+  }
+  return nodes
+    .filter((node): node is { instanceId: string; error: string } => typeof node?.error === 'string')
+    .map(({ instanceId, error }) => ({ instanceId: String(instanceId), error }));
 }

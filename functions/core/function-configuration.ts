@@ -113,7 +113,17 @@ export const CONFIGURATION_VARIABLES = {
   // ---- concurrency and time budgets
   SYNC_CONCURRENCY: { kind: 'integer', default: 8, description: 'nodes one sync invocation writes at once' },
   WATCH_LEASE_SECONDS: { kind: 'integer', default: 30, description: "the watcher's single-flight lease" },
-  WATCH_CONCURRENCY: { kind: 'integer', default: 16, description: 'nodes the watcher has served at once' },
+  WATCH_CONCURRENCY: {
+    kind: 'integer',
+    // cilium-operator's `--parallel-alloc-workers` default: nodes whose allocation runs at once.
+    default: 50,
+    description: 'nodes the watcher has served at once',
+  },
+  WATCH_NODES_PER_INVOCATION: {
+    kind: 'integer',
+    default: 10,
+    description: 'most nodes one allocate invocation serves for the watcher (at once)',
+  },
   WATCH_STANDBY_SECONDS: {
     kind: 'integer',
     default: 75,
@@ -188,6 +198,7 @@ export const FUNCTION_VARIABLES: Readonly<Record<FunctionName, readonly Variable
     ...DEFAULT_KNOBS,
     'WATCH_LEASE_SECONDS',
     'WATCH_CONCURRENCY',
+    'WATCH_NODES_PER_INVOCATION',
     'WATCH_STANDBY_SECONDS',
     'WATCH_SECONDS',
     'DRAIN_SECONDS',

@@ -1,25 +1,38 @@
 import type { WatchTrigger } from './watch-plan.ts';
 
 /**
- * Deduplicated, bounded serving of watch triggers. At most `concurrency` nodes are served at once;
- * a node is never served twice at the same time: triggers for a queued node merge into its entry,
- * and triggers for a node being served merge into ONE follow-up run after it. Each trigger comes
- * with a `finished` callback (its watch event's progress), called once the run covering it ended,
- * whether it succeeded or not (a failure is the sweep's to retry). Pure scheduling, no I/O.
+ * Deduplicated, bounded, batched serving of watch triggers. At most `concurrency` nodes are served
+ * at once, in batches of at most `batchSize` nodes (one allocate invocation each); a node is never
+ * served twice at the same time: triggers for a queued node merge into its entry, and triggers for
+ * a node being served merge into ONE follow-up run after it. Triggers that arrive together (in one
+ * turn of the event loop: one chunk of the watch stream, one relist) go out together: `schedule`
+ * defers the batching to the end of that turn. Each trigger comes with a `finished` callback (its
+ * watch event's progress), called once the batch covering it ended, whether it succeeded or not (a
+ * failure is the sweep's to retry). Pure scheduling, no I/O.
  */
 interface Job {
   trigger: WatchTrigger;
   readonly finishers: (() => void)[];
 }
 
+export interface DispatcherLimits {
+  /** Nodes served at once, over every batch in flight. */
+  readonly concurrency: number;
+  /** Most nodes in one batch. */
+  readonly batchSize: number;
+  /** Runs `pump` once the triggers arriving now are in (default: at once, unbatched arrival). */
+  readonly schedule?: (pump: () => void) => void;
+}
+
 export class NodeDispatcher {
   private readonly queued = new Map<string, Job>();
   private readonly running = new Map<string, { followUp?: Job }>();
   private readonly idleWaiters: (() => void)[] = [];
+  private pumpScheduled = false;
 
   constructor(
-    private readonly concurrency: number,
-    private readonly serve: (trigger: WatchTrigger) => Promise<void>,
+    private readonly limits: DispatcherLimits,
+    private readonly serve: (triggers: readonly WatchTrigger[]) => Promise<void>,
   ) {}
 
   dispatch(trigger: WatchTrigger, finished: () => void): void {
@@ -28,7 +41,7 @@ export class NodeDispatcher {
       active.followUp = merge(active.followUp, trigger, finished);
     } else {
       this.queued.set(trigger.instanceId, merge(this.queued.get(trigger.instanceId), trigger, finished));
-      this.pump();
+      this.schedulePump();
     }
   }
 
@@ -43,24 +56,46 @@ export class NodeDispatcher {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    const schedule = this.limits.schedule ?? ((pump: () => void) => pump());
+    schedule(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Starts batches while node slots are free: each takes as many queued nodes as fit, up to `batchSize`. */
   private pump(): void {
-    for (const [instanceId, job] of this.queued) {
-      if (this.running.size >= this.concurrency) return;
-      this.queued.delete(instanceId);
-      this.run(job);
+    while (this.queued.size > 0) {
+      const free = this.limits.concurrency - this.running.size;
+      if (free <= 0) return;
+      const batch: Job[] = [];
+      for (const [instanceId, job] of this.queued) {
+        if (batch.length >= Math.min(free, this.limits.batchSize)) break;
+        this.queued.delete(instanceId);
+        batch.push(job);
+      }
+      this.run(batch);
     }
   }
 
-  private run(job: Job): void {
-    const { instanceId } = job.trigger;
-    const entry: { followUp?: Job } = {};
-    this.running.set(instanceId, entry);
-    void this.serve(job.trigger)
+  private run(batch: readonly Job[]): void {
+    const entries = batch.map((job) => {
+      const entry: { followUp?: Job } = {};
+      this.running.set(job.trigger.instanceId, entry);
+      return entry;
+    });
+    void this.serve(batch.map((job) => job.trigger))
       .catch(() => {})
       .finally(() => {
-        this.running.delete(instanceId);
-        for (const finished of job.finishers) finished();
-        if (entry.followUp) this.queued.set(instanceId, entry.followUp);
+        batch.forEach((job, index) => {
+          this.running.delete(job.trigger.instanceId);
+          for (const finished of job.finishers) finished();
+          const followUp = entries[index]?.followUp;
+          if (followUp) this.queued.set(job.trigger.instanceId, followUp);
+        });
         this.pump();
         if (this.size() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
       });

@@ -254,13 +254,19 @@ export interface WatchLeaseView {
 }
 
 /**
- * Serves one node for the watcher in the allocate function: the release step and/or the allocation,
- * through the same paths as the sweep. Synchronous (the allocate function's invocation), so the
- * watcher's resume point passes an event only once the work it started is done. Resolves when the
- * invocation finished; rejects when it failed or could not be made (the sweep is the safety net).
+ * Serves nodes for the watcher in ONE allocate-function invocation, all at once: for each, the
+ * release step and/or the allocation, through the same paths as the sweep. Synchronous, so the
+ * watcher's resume point passes an event only once the work it started is done. Resolves with the
+ * nodes whose serving failed (each with why; the others were served); rejects when the invocation
+ * itself failed or could not be made (then none is known served). The sweep is the safety net.
  */
 export interface NodeServicePort {
-  serve(trigger: WatchTrigger): Promise<void>;
+  serve(triggers: readonly WatchTrigger[]): Promise<readonly NodeServiceFailure[]>;
+}
+
+export interface NodeServiceFailure {
+  readonly instanceId: string;
+  readonly error: string;
 }
 
 /** Single flight and the resume point of the CiliumNode watcher (conditional writes). */

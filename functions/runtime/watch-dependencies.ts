@@ -2,6 +2,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { LambdaNodeService } from '../aws/allocate-invoker.ts';
 import { DynamoWatchLeaseStore } from '../aws/watch-lease.ts';
+import { MAX_NODES_PER_REQUEST } from '../core/serve-node-request.ts';
 import { kubernetesConnectionFromEnv } from '../k8s/kube-connection.ts';
 import { LazyCiliumNodeApi } from '../k8s/lazy-ciliumnode-api.ts';
 import type { WatchDependencies } from '../services/watch-ciliumnodes.ts';
@@ -21,7 +22,8 @@ export type WatchFunctionDependencies = Omit<WatchDependencies, 'invocationId'> 
 /**
  * From the environment the stack sets: `WATCH_TABLE_NAME` and `ALLOCATE_FUNCTION_NAME` (required),
  * the Kubernetes connection (`EKS_*`, or `KUBECONFIG`), the default knobs (`DEFAULT_*`), `PAUSED`,
- * `WATCH_LEASE_SECONDS` (default 30), `WATCH_CONCURRENCY` (default 16), `WATCH_STANDBY_SECONDS`
+ * `WATCH_LEASE_SECONDS` (default 30), `WATCH_CONCURRENCY` (default 50, cilium-operator's
+ * `--parallel-alloc-workers`), `WATCH_NODES_PER_INVOCATION` (default 10), `WATCH_STANDBY_SECONDS`
  * (default 75: a little over the schedule's minute, so one tick always stands by for the holder's
  * end). No EC2 client and no node table: the allocate function does that work.
  */
@@ -46,6 +48,10 @@ export function buildWatchDependencies(
     watch: {
       leaseMs: environment.integer('WATCH_LEASE_SECONDS') * 1000,
       concurrency: Math.max(1, environment.integer('WATCH_CONCURRENCY')),
+      nodesPerInvocation: Math.min(
+        Math.max(1, environment.integer('WATCH_NODES_PER_INVOCATION')),
+        MAX_NODES_PER_REQUEST,
+      ),
       standbyMs: environment.integer('WATCH_STANDBY_SECONDS') * 1000,
     },
     watchMs: environment.integer('WATCH_SECONDS') * 1000,

@@ -35,3 +35,31 @@ export async function serveNode(trigger: WatchTrigger, deps: ReleaseDependencies
     ...(allocation === undefined ? {} : { allocation }),
   };
 }
+
+/** One node of a `serveNodes` request: its outcome, or why it failed. */
+export type ServedNode =
+  | { readonly instanceId: string; readonly outcome: ServeNodeOutcome }
+  | { readonly instanceId: string; readonly error: string };
+
+/**
+ * The watcher's request for several nodes, served all at once (`serveNode` each): one node's
+ * failure neither stops nor fails the others; each is reported with its own outcome or error.
+ */
+export async function serveNodes(
+  triggers: readonly WatchTrigger[],
+  deps: ReleaseDependencies,
+): Promise<ServedNode[]> {
+  return Promise.all(
+    triggers.map(async (trigger): Promise<ServedNode> => {
+      try {
+        return { instanceId: trigger.instanceId, outcome: await serveNode(trigger, deps) };
+      } catch (error) {
+        deps.log.error('could not serve a node the watcher named; the sweep will', {
+          instanceId: trigger.instanceId,
+          error: String(error),
+        });
+        return { instanceId: trigger.instanceId, error: String(error) };
+      }
+    }),
+  );
+}

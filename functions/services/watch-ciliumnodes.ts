@@ -14,8 +14,9 @@ import { WatchProgress } from '../core/watch-progress.ts';
 /**
  * The CiliumNode watcher: one invocation holds a watch on every CiliumNode until its deadline and
  * serves exactly the nodes whose demand crossed the watermark or whose release handshake the agent
- * answered (`watchTrigger`), by handing each to the allocate function (`NodeServicePort`), which runs
- * the sweep's release and allocation paths for it; deduplicated and bounded (`NodeDispatcher`). The
+ * answered (`watchTrigger`), by handing them to the allocate function (`NodeServicePort`), which runs
+ * the sweep's release and allocation paths for each; deduplicated, bounded and batched, so nodes
+ * whose agents wrote together are served by one invocation at once (`NodeDispatcher`). The
  * watcher itself only lists and watches CiliumNodes: no EC2 call, no node-table access, no
  * Kubernetes write. Paused (`paused`), it watches and logs what it would start, and starts nothing. Single flight through a lease renewed
  * every third of its duration (a crashed holder is replaced once it expires); the lease item keeps
@@ -28,6 +29,8 @@ export interface WatchSettings {
   readonly leaseMs: number;
   /** Nodes served at a time. */
   readonly concurrency: number;
+  /** Most nodes one allocate invocation serves (at once); triggers that arrive together share one. */
+  readonly nodesPerInvocation: number;
   /** How long an invocation waits for a holder whose lease is about to end (a seamless handover). */
   readonly standbyMs: number;
 }
@@ -147,7 +150,14 @@ class WatchSession {
   ) {
     this.progress = new WatchProgress(resumeFrom);
     this.resourceVersion = resumeFrom;
-    this.dispatcher = new NodeDispatcher(deps.watch.concurrency, (trigger) => this.serve(trigger));
+    this.dispatcher = new NodeDispatcher(
+      {
+        concurrency: deps.watch.concurrency,
+        batchSize: deps.watch.nodesPerInvocation,
+        schedule: (pump) => setImmediate(pump),
+      },
+      (triggers) => this.serve(triggers),
+    );
   }
 
   loseLease(reason: string): void {
@@ -226,18 +236,21 @@ class WatchSession {
     else this.progress.addFinished(resourceVersion);
   }
 
-  /** One allocate-function invocation per run: release first, then allocation, as the sweep does. */
-  private async serve(trigger: WatchTrigger): Promise<void> {
-    if (trigger.release) this.served.release++;
-    if (trigger.allocate) this.served.allocate++;
+  /** One allocate-function invocation per batch: for each node, release first, then allocation, as the sweep does. */
+  private async serve(triggers: readonly WatchTrigger[]): Promise<void> {
+    for (const trigger of triggers) {
+      if (trigger.release) this.served.release++;
+      if (trigger.allocate) this.served.allocate++;
+    }
+    let failures: readonly { instanceId: string; error: string }[];
     try {
-      await this.deps.nodes.serve(trigger);
+      failures = await this.deps.nodes.serve(triggers);
     } catch (error) {
-      this.served.failed++;
-      this.deps.log.error('the watcher could not serve a node; the sweep will', {
-        instanceId: trigger.instanceId,
-        error: String(error),
-      });
+      failures = triggers.map(({ instanceId }) => ({ instanceId, error: String(error) }));
+    }
+    this.served.failed += failures.length;
+    for (const failure of failures) {
+      this.deps.log.error('the watcher could not serve a node; the sweep will', { ...failure });
     }
   }
 

@@ -10,7 +10,7 @@ import type {
 } from '../../functions/core/ports.ts';
 import type { WatchTrigger } from '../../functions/core/watch-plan.ts';
 import { type AllocationDependencies, allocateNode } from '../../functions/services/allocate-node.ts';
-import { serveNode } from '../../functions/services/serve-node.ts';
+import { serveNodes } from '../../functions/services/serve-node.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
 import {
   type WatchDependencies,
@@ -68,13 +68,14 @@ function allocationDependencies(overrides: Partial<AllocationDependencies> = {})
 function inProcessNodeService(deps: () => AllocationDependencies = allocationDependencies) {
   const requests: WatchTrigger[] = [];
   const service: NodeServicePort = {
-    serve: async (trigger) => {
-      requests.push(trigger);
-      await serveNode(trigger, {
+    serve: async (triggers) => {
+      requests.push(...triggers);
+      const served = await serveNodes(triggers, {
         ...deps(),
         invocationId: randomUUID(),
         release: { enabled: false, delayMs: 0 },
       });
+      return served.flatMap((node) => ('error' in node ? [node] : []));
     },
   };
   return { service, requests };
@@ -91,7 +92,7 @@ function watchDependencies(overrides: Partial<WatchDependencies> = {}): WatchDep
     clock: base.clock,
     log: base.log,
     invocationId: randomUUID(),
-    watch: { leaseMs: 600, concurrency: 4, standbyMs: 0 },
+    watch: { leaseMs: 600, concurrency: 4, nodesPerInvocation: 2, standbyMs: 0 },
     sleep: (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds)),
     ...overrides,
   };

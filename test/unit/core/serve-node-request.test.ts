@@ -1,29 +1,68 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../../functions/core/errors.ts';
-import { parseServeNodeRequest, serveNodeRequest } from '../../../functions/core/serve-node-request.ts';
+import {
+  MAX_NODES_PER_REQUEST,
+  parseServeNodesRequest,
+  serveNodesRequest,
+} from '../../../functions/core/serve-node-request.ts';
 
 const TRIGGER = { instanceId: 'i-0123456789abcdef0', allocate: true, release: false };
+const OTHER = { instanceId: 'i-0123456789abcdef1', allocate: false, release: true };
 
-describe('the watcher’s serve-node request', () => {
+describe('the watcher’s serve-nodes request', () => {
   it('round-trips through JSON, as the invoke carries it', () => {
-    expect(parseServeNodeRequest(JSON.parse(JSON.stringify(serveNodeRequest(TRIGGER))))).toEqual(TRIGGER);
+    const request = JSON.parse(JSON.stringify(serveNodesRequest([TRIGGER, OTHER])));
+    expect(parseServeNodesRequest(request)).toEqual([TRIGGER, OTHER]);
+  });
+
+  it('still reads the one-node request an earlier watcher sends', () => {
+    expect(parseServeNodesRequest({ task: 'serve-node', ...TRIGGER })).toEqual([TRIGGER]);
   });
 
   it.each([
     { case: 'an EC2 event', event: { source: 'aws.ec2', detail: { 'instance-id': TRIGGER.instanceId } } },
     { case: 'a scheduled event', event: { 'detail-type': 'Scheduled Event' } },
-    { case: 'no object', event: 'serve-node' },
+    { case: 'no object', event: 'serve-nodes' },
   ])('leaves $case to the other parsers', ({ event }) => {
-    expect(parseServeNodeRequest(event)).toBeUndefined();
+    expect(parseServeNodesRequest(event)).toBeUndefined();
   });
 
   it.each([
-    { case: 'a malformed instance id', event: { ...serveNodeRequest(TRIGGER), instanceId: 'node-a' } },
+    {
+      case: 'a malformed instance id',
+      event: serveNodesRequest([TRIGGER, { ...OTHER, instanceId: 'node-a' }]),
+      message: /nodes\[1\]: instanceId must be an instance id/,
+    },
     {
       case: 'no release flag',
-      event: { task: 'serve-node', instanceId: TRIGGER.instanceId, allocate: true },
+      event: { task: 'serve-nodes', nodes: [{ instanceId: TRIGGER.instanceId, allocate: true }] },
+      message: /nodes\[0\]: allocate and release must be booleans/,
     },
-  ])('refuses $case', ({ event }) => {
-    expect(() => parseServeNodeRequest(event)).toThrow(InvalidInputError);
+    { case: 'no nodes', event: { task: 'serve-nodes', nodes: [] }, message: /1 to 50 nodes/ },
+    { case: 'nodes not a list', event: { task: 'serve-nodes', nodes: TRIGGER }, message: /1 to 50 nodes/ },
+    {
+      case: 'too many nodes',
+      event: serveNodesRequest(
+        Array.from({ length: MAX_NODES_PER_REQUEST + 1 }, (_, index) => ({
+          ...TRIGGER,
+          instanceId: `i-${index.toString(16).padStart(17, '0')}`,
+        })),
+      ),
+      message: /1 to 50 nodes/,
+    },
+    { case: 'a node twice', event: serveNodesRequest([TRIGGER, TRIGGER]), message: /each instance once/ },
+    {
+      case: 'a node that is not an object',
+      event: { task: 'serve-nodes', nodes: [null] },
+      message: /nodes\[0\]/,
+    },
+    {
+      case: 'a malformed one-node request',
+      event: { task: 'serve-node', ...TRIGGER, instanceId: 'node-a' },
+      message: /instanceId must be an instance id/,
+    },
+  ])('refuses $case, naming what is wrong', ({ event, message }) => {
+    expect(() => parseServeNodesRequest(event)).toThrow(InvalidInputError);
+    expect(() => parseServeNodesRequest(event)).toThrow(message);
   });
 });
