@@ -161,6 +161,21 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     return instance ? toInstanceView(instance) : undefined;
   }
 
+  async describeInstances(instanceIds: readonly string[]): Promise<InstanceView[]> {
+    const wanted = new Set(instanceIds);
+    const views: InstanceView[] = [];
+    // A filter takes at most 200 values.
+    for (let start = 0; start < instanceIds.length; start += 200) {
+      const reservations = await this.describeInstancesByFilters([
+        filter('instance-id', ...instanceIds.slice(start, start + 200)),
+      ]);
+      for (const instance of reservations.flatMap((reservation) => reservation.Instances ?? [])) {
+        if (instance.InstanceId && wanted.has(instance.InstanceId)) views.push(toInstanceView(instance));
+      }
+    }
+    return views;
+  }
+
   async listClusterInstances(
     tagKey: string,
     tagValues: readonly string[],

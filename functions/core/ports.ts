@@ -42,6 +42,8 @@ export interface Ec2NetworkPort {
    * proof of absence. Read-only.
    */
   describeInstance(instanceId: string): Promise<InstanceView | undefined>;
+  /** The instances EC2 knows of these (one filtered DescribeInstances per 200); unknown ones are left out. */
+  describeInstances(instanceIds: readonly string[]): Promise<InstanceView[]>;
   /**
    * Every ENI attached to the instance (filter attachment.instance-id, all pages), eth0 and ENIs
    * that are not ours included, sorted by device index, with tags and subnet CIDRs (one

@@ -1,3 +1,4 @@
+import type { InstanceView } from '../core/model.ts';
 import type { WatchTrigger } from '../core/watch-plan.ts';
 import { type AllocationOutcome, allocateNode } from './allocate-node.ts';
 import { type ReleaseOutcome, releaseExcess } from './release-excess.ts';
@@ -13,7 +14,11 @@ export type ServeNodeOutcome =
  * then the allocation, which a failed release does not hold back; the release's error is thrown
  * after the allocation ran. Paused, nothing runs.
  */
-export async function serveNode(trigger: WatchTrigger, deps: ReleaseDependencies): Promise<ServeNodeOutcome> {
+export async function serveNode(
+  trigger: WatchTrigger,
+  deps: ReleaseDependencies,
+  listedInstance?: InstanceView,
+): Promise<ServeNodeOutcome> {
   if (deps.settings.paused) {
     deps.log.info('paused: not serving the node the watcher named', { ...trigger });
     return { kind: 'paused' };
@@ -27,7 +32,9 @@ export async function serveNode(trigger: WatchTrigger, deps: ReleaseDependencies
       releaseFailure = { error };
     }
   }
-  const allocation = trigger.allocate ? await allocateNode(trigger.instanceId, deps) : undefined;
+  const allocation = trigger.allocate
+    ? await allocateNode(trigger.instanceId, deps, listedInstance)
+    : undefined;
   if (releaseFailure) throw releaseFailure.error;
   return {
     kind: 'served',
@@ -42,17 +49,31 @@ export type ServedNode =
   | { readonly instanceId: string; readonly error: string };
 
 /**
- * The watcher's request for several nodes, served all at once (`serveNode` each): one node's
- * failure neither stops nor fails the others; each is reported with its own outcome or error.
+ * The watcher's request for several nodes, served all at once (`serveNode` each): the instances to
+ * allocate for are described in one call (as the sweep lists them), and one node's failure neither
+ * stops nor fails the others; each is reported with its own outcome or error. When that one call
+ * fails, each node describes its own instance.
  */
 export async function serveNodes(
   triggers: readonly WatchTrigger[],
   deps: ReleaseDependencies,
 ): Promise<ServedNode[]> {
+  const allocating = triggers.filter((trigger) => trigger.allocate).map((trigger) => trigger.instanceId);
+  const listed =
+    allocating.length > 1 && !deps.settings.paused
+      ? await deps.ec2.describeInstances(allocating).catch((error: unknown) => {
+          deps.log.warn('could not describe the instances together; each node describes its own', {
+            error: String(error),
+          });
+          return [];
+        })
+      : [];
+  const instances = new Map(listed.map((instance) => [instance.id, instance]));
   return Promise.all(
     triggers.map(async (trigger): Promise<ServedNode> => {
       try {
-        return { instanceId: trigger.instanceId, outcome: await serveNode(trigger, deps) };
+        const outcome = await serveNode(trigger, deps, instances.get(trigger.instanceId));
+        return { instanceId: trigger.instanceId, outcome };
       } catch (error) {
         deps.log.error('could not serve a node the watcher named; the sweep will', {
           instanceId: trigger.instanceId,

@@ -100,6 +100,23 @@ describe('describes', () => {
     expect(await f.adapter.describeInstance('i-0000000000000ffff')).toBeUndefined();
   });
 
+  it('describeInstances describes several instances in one call, leaving out unknown ones', async () => {
+    const f = await start();
+    const launch = () =>
+      f.emulator.state.launchInstance({
+        instanceType: 'm5.large',
+        subnetId: f.seed.subnets.nodesA.subnetId,
+        tags: { 'kubernetes.io/cluster/unit-cluster': 'owned' },
+      }).instanceId;
+    const [first, second, other] = [launch(), launch(), launch()];
+    const before = f.emulator.calls.count('DescribeInstances');
+    const views = await f.adapter.describeInstances([first, 'i-0000000000000ffff', second]);
+    expect(views.map((view) => view.id).sort()).toEqual([first, second].sort());
+    expect(views.map((view) => view.id)).not.toContain(other);
+    expect(f.emulator.calls.count('DescribeInstances') - before).toBe(1);
+    expect(views.find((view) => view.id === first)).toEqual(await f.adapter.describeInstance(first));
+  });
+
   it('describeVpc returns the primary CIDR and the associated secondary CIDRs only', async () => {
     const f = await start();
     expect(await f.adapter.describeVpc(f.seed.vpc.vpcId)).toEqual({
