@@ -112,6 +112,8 @@ async function main(): Promise<number> {
     );
     console.log(renderTable(report.figures));
     if (report.singleNode) console.log(`one node alone, chain: ${report.singleNode.chain.join(' > ')}`);
+    if (report.warmSingleNode)
+      console.log(`one node alone (warm), chain: ${report.warmSingleNode.chain.join(' > ')}`);
     console.log(`\nreports: ${join(out, 'bench.md')}, bench.json, nodes-ready.svg, functions.log`);
     return 0;
   } finally {

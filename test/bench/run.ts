@@ -117,6 +117,8 @@ export interface BenchReport {
   };
   readonly noOpSync: { readonly inSync: number; readonly writeRequests: number; readonly outcomes: unknown };
   readonly singleNode: SingleNodeRoundTrips | undefined;
+  /** The same, launched after the containers were warmed. */
+  readonly warmSingleNode: SingleNodeRoundTrips | undefined;
   readonly itemSizes: {
     readonly ipsBytes: number;
     readonly prefixesBytes: number;
@@ -308,6 +310,14 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     // here they would share two cores, so every container is started (and imported) beforehand.
     progress(`warming ${options.concurrency ?? 8} containers per function...`);
     await warmContainers(cloud, options.concurrency ?? 8);
+    await cloud.settle();
+
+    // ---- one node alone again, on warm containers: what a node launched into an active cluster waits for
+    progress('one node alone, warm containers: round trips from the EC2 event to a usable pool...');
+    const warmSingleNode = await measureSingleNode(cloud, launch, parseMix(options.mix)[0] as string, {
+      taps,
+      runningEventAt,
+    });
     await cloud.settle();
 
     // ---- the burst
@@ -528,16 +538,16 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         unit: 'simulated s',
         note: `simulated seconds (EC2 clock, ${options.scale}x real time) from the launch to the moment the last node was first seen ready (record active with addresses, CiliumNode pool non-empty and published from the latest record version, no invariant violation; polled every 0.4 real s). Floor: max over actions of max(0, (calls - burst) / refill) for the necessary calls: ${floor.actions.map((action) => `${action.action} ${action.calls} calls (${action.burst}/${action.refillPerSecond}) ${action.seconds.toFixed(1)} s`).join('; ')}. ${timedOut ? `TIMED OUT after ${Math.round(timeoutMs / 1000)} real s with ${readyAt.size}/${n} ready.` : ''}`,
       }),
-      figure({
-        id: 'single_node_round_trips',
-        label: 'sequential round trips, one node alone',
-        value: singleNode?.roundTrips,
-        reference: singleNode?.floor,
-        unit: 'round trips',
-        note: singleNode
-          ? `${singleNode.instanceType} launched alone: the longest chain of the functions' EC2, DynamoDB and Kubernetes requests (recorded with start and end by pass-throughs) in which each starts after the previous one ended, from the EC2 running event to the end of the first CiliumNode write whose pool is non-empty (${singleNode.elapsedMs.toFixed(0)} real ms). Chain: ${singleNode.chain.join(' > ')}. Floor: DescribeInstances, DescribeNetworkInterfaces, claim (conditional put), 3 per new ENI (create, attach, modify) and 1 per assign, record write, CiliumNode status patch, spec patch.`
-          : 'the single node did not become ready in 60 s',
-      }),
+      singleNodeFigure(
+        'single_node_round_trips',
+        'sequential round trips, one node alone (cold containers)',
+        singleNode,
+      ),
+      singleNodeFigure(
+        'single_node_round_trips_warm',
+        'sequential round trips, one node alone (warm containers)',
+        warmSingleNode,
+      ),
       figure({
         id: 'ddb_condition_failures_per_write',
         label: 'DynamoDB conditional-check failures per successful write',
@@ -580,7 +590,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         unit: 'bytes',
         note: `the same record with 15 x 49 /28 prefixes stored as prefixes (11,760 addresses); expanded to single IPs it would be ${itemSizes.prefixesExpandedBytes} bytes.`,
       }),
-      ...(demandToPool ? demandFigures(demandToPool, singleNode, options.scale) : []),
+      ...(demandToPool ? demandFigures(demandToPool, warmSingleNode ?? singleNode, options.scale) : []),
       ...sweepCosts.flatMap(sweepCostFigures),
       ...bundles.flatMap((bundle) => bundleFigures(bundle)),
     ];
@@ -640,6 +650,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
             : noOpResult.error,
       },
       singleNode,
+      warmSingleNode,
       itemSizes: {
         ipsBytes: itemSizes.ipsBytes,
         prefixesBytes: itemSizes.prefixesBytes,
@@ -666,6 +677,19 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       }
     }
   }
+}
+
+function singleNodeFigure(id: string, label: string, singleNode: SingleNodeRoundTrips | undefined): Figure {
+  return figure({
+    id,
+    label,
+    value: singleNode?.roundTrips,
+    reference: singleNode?.floor,
+    unit: 'round trips',
+    note: singleNode
+      ? `${singleNode.instanceType} launched alone: the longest chain of the functions' EC2, DynamoDB and Kubernetes requests (recorded with start and end by pass-throughs) in which each starts after the previous one ended, from the EC2 running event to the end of the first CiliumNode write whose pool is non-empty (${singleNode.elapsedMs.toFixed(0)} real ms). Chain: ${singleNode.chain.join(' > ')}. Requests that run at once in the code but start after another ended (a cold container's first calls of each kind, the emulator answering in milliseconds) count as steps. Floor: DescribeInstances, the parallel reads, claim (conditional put), 3 per new ENI (create, attach, modify) and 1 per assign, record write, CiliumNode status patch, spec patch.`
+      : 'the single node did not become ready in 60 s',
+  });
 }
 
 function bundleFigures(bundle: BundleFigures): Figure[] {
