@@ -8,7 +8,7 @@ import type { WatchTrigger } from './watch-plan.ts';
  * EC2 or node-table rights and writes nothing to Kubernetes; it names the nodes and what to run,
  * and the allocate function runs the sweep's release and allocation paths for each. The one-node
  * form an earlier watcher sends (`{"task":"serve-node","instanceId":…,"allocate":…,"release":…}`)
- * is still read, so the two functions can be updated in either order. Pure.
+ * is still read, so an allocate function updated before the watcher keeps serving it. Pure.
  */
 export const SERVE_NODES_TASK = 'serve-nodes';
 const SERVE_ONE_NODE_TASK = 'serve-node';

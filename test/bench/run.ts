@@ -27,7 +27,7 @@ import {
 import { DYNAMODB_ITEM_LIMIT_BYTES, m5x24ItemSizes } from './item-size.ts';
 import { type Figure, figure } from './report.ts';
 import { renderReadyChart } from './svg.ts';
-import { measureSweepCost, type SweepCost } from './sweep-cost.ts';
+import { type InvocationCost, measureSweepCost, type SweepCost } from './sweep-cost.ts';
 import { nowMs, startTap, type Tap, type TapRecord } from './tap.ts';
 
 /**
@@ -1003,6 +1003,42 @@ function sweepCostFigures(cost: SweepCost): Figure[] {
       reference: 0,
       unit: 'ms',
       note: `${note} Wall time of the invocation on the local cloud (billed duration on Lambda is of this order at 512 MB). Floor 0: nothing changed.`,
+    }),
+    ...scheduledWorkFigures(
+      'resync',
+      'the resync ({"all":true} to the Sync function, every minute)',
+      cost.nodes,
+      cost.resync,
+    ),
+    ...scheduledWorkFigures(
+      'gc',
+      'the ENI garbage collection ({"task":"eni-garbage-collection"}, every 5 minutes)',
+      cost.nodes,
+      cost.garbageCollection,
+    ),
+  ];
+}
+
+/** The resync's and the garbage collection's cost in the same steady state as the sweep's. */
+function scheduledWorkFigures(key: string, what: string, nodes: number, cost: InvocationCost): Figure[] {
+  const ec2Total = Object.values(cost.ec2Calls).reduce((sum, calls) => sum + calls, 0);
+  const note = `one run of ${what} right after the steady-state sweep at ${nodes} nodes, read off pass-throughs: EC2 calls ${ec2Total} (${formatCounts(cost.ec2Calls)}), ${cost.dynamoDbWrites} DynamoDB writes, ${cost.kubernetesListBytes} bytes listed, ${cost.kubernetesWrites} Kubernetes writes${cost.failure ? `; IT FAILED (${cost.failure})` : ''}. Read units: half a unit per 4 KB of items for a Scan, one per GetItem. Floor 0: nothing changed.`;
+  return [
+    figure({
+      id: `${key}_cost_rcu_${nodes}`,
+      label: `steady-state ${key}, ${nodes} nodes, DynamoDB read units`,
+      value: cost.dynamoDbReadUnits,
+      reference: 0,
+      unit: 'RCU',
+      note,
+    }),
+    figure({
+      id: `${key}_cost_lambda_ms_${nodes}`,
+      label: `steady-state ${key}, ${nodes} nodes, Lambda time`,
+      value: cost.lambdaMs,
+      reference: 0,
+      unit: 'ms',
+      note,
     }),
   ];
 }

@@ -24,22 +24,29 @@ import { nowMs, startTap } from './tap.ts';
 /**
  * One steady-state sweep (nothing changed since the last one) at a given cluster size: a fresh
  * local cloud is brought to N allocated and published nodes directly (the allocation and sync
- * services in-process, no throttling), then the stack's Sweep function runs once and what it cost
- * is read off recording pass-throughs: EC2 calls, DynamoDB read units (eventually consistent
- * Scan: half a unit per 4 KB of items), bytes listed from the API server, and the invocation's
- * milliseconds.
+ * services in-process, no throttling), then the stack's Sweep function runs once, then its other
+ * scheduled work of the same shape: the resync (the Sync function with `{"all":true}`, every
+ * minute) and the ENI garbage collection (every 5 minutes). What each cost is read off recording
+ * pass-throughs: EC2 calls, DynamoDB read units (an eventually consistent Scan: half a unit per 4 KB
+ * of items; a strongly consistent GetItem of a node item: one), bytes listed from the API server,
+ * and the invocation's milliseconds.
  */
 
-export interface SweepCost {
-  readonly nodes: number;
+export interface InvocationCost {
   readonly ec2Calls: Readonly<Record<string, number>>;
   readonly dynamoDbReadUnits: number;
   readonly dynamoDbWrites: number;
   readonly kubernetesListBytes: number;
   readonly kubernetesWrites: number;
   readonly lambdaMs: number;
-  /** Set when the sweep invocation did not succeed (e.g. its 5-minute timeout): what it answered. */
+  /** Set when the invocation did not succeed (e.g. its 5-minute timeout): what it answered. */
   readonly failure?: string;
+}
+
+export interface SweepCost extends InvocationCost {
+  readonly nodes: number;
+  readonly resync: InvocationCost;
+  readonly garbageCollection: InvocationCost;
 }
 
 const SILENT: Log = { debug() {}, info() {}, warn() {}, error() {} };
@@ -76,34 +83,41 @@ export async function measureSweepCost(
     k8sTap.setUpstream(cloud.k8s.url);
     progress(`  sweep cost at ${nodes} nodes: allocating and publishing every node...`);
     await populate(cloud, nodes);
-    const marks = taps.map((tap) => tap.records.length);
-    const started = nowMs();
-    const result = await cloud.invoke('Sweep', { task: 'sweep' });
-    const lambdaMs = nowMs() - started;
-    // A failed sweep is a figure too (at some size it outgrows its timeout): reported, not thrown.
-    const failure =
-      result.status === 'succeeded'
-        ? undefined
-        : `${result.error?.errorType ?? 'failed'}: ${result.error?.errorMessage ?? JSON.stringify(result)}`;
-    const ec2Calls: Record<string, number> = {};
-    for (const record of ec2Tap.records.slice(marks[0]))
-      ec2Calls[record.operation] = (ec2Calls[record.operation] ?? 0) + 1;
-    const ddb = dynamoDbTap.records.slice(marks[1]);
-    const k8s = k8sTap.records.slice(marks[2]);
     let itemBytes = 0;
     for (const record of (await cloud.records()).values()) itemBytes += dynamoItemSizeBytes(record);
-    return {
-      nodes,
-      ec2Calls,
-      dynamoDbReadUnits: Math.ceil(itemBytes / 4096) / 2,
-      dynamoDbWrites: ddb.filter((record) => record.operation === 'PutItem').length,
-      kubernetesListBytes: k8s
-        .filter((record) => record.method === 'GET' && /ciliumnodes(\?|$)/.test(record.path))
-        .reduce((sum, record) => sum + (record.responseBytes ?? 0), 0),
-      kubernetesWrites: k8s.filter((record) => record.method !== 'GET').length,
-      lambdaMs,
-      ...(failure === undefined ? {} : { failure }),
+    const costOf = async (functionName: string, payload: unknown): Promise<InvocationCost> => {
+      const marks = taps.map((tap) => tap.records.length);
+      const started = nowMs();
+      const result = await cloud.invoke(functionName, payload);
+      const lambdaMs = nowMs() - started;
+      // A failed run is a figure too (at some size it outgrows its timeout): reported, not thrown.
+      const failure =
+        result.status === 'succeeded'
+          ? undefined
+          : `${result.error?.errorType ?? 'failed'}: ${result.error?.errorMessage ?? JSON.stringify(result)}`;
+      const ec2Calls: Record<string, number> = {};
+      for (const record of ec2Tap.records.slice(marks[0]))
+        ec2Calls[record.operation] = (ec2Calls[record.operation] ?? 0) + 1;
+      const ddb = dynamoDbTap.records.slice(marks[1]);
+      const k8s = k8sTap.records.slice(marks[2]);
+      const scans = ddb.some((record) => record.operation === 'Scan');
+      const getItems = ddb.filter((record) => record.operation === 'GetItem').length;
+      return {
+        ec2Calls,
+        dynamoDbReadUnits: (scans ? Math.ceil(itemBytes / 4096) / 2 : 0) + getItems,
+        dynamoDbWrites: ddb.filter((record) => record.operation === 'PutItem').length,
+        kubernetesListBytes: k8s
+          .filter((record) => record.method === 'GET' && /ciliumnodes(\?|$)/.test(record.path))
+          .reduce((sum, record) => sum + (record.responseBytes ?? 0), 0),
+        kubernetesWrites: k8s.filter((record) => record.method !== 'GET').length,
+        lambdaMs,
+        ...(failure === undefined ? {} : { failure }),
+      };
     };
+    const sweep = await costOf('Sweep', { task: 'sweep' });
+    const resync = await costOf('Sync', { all: true });
+    const garbageCollection = await costOf('GarbageCollection', { task: 'eni-garbage-collection' });
+    return { nodes, ...sweep, resync, garbageCollection };
   } finally {
     await cloud.stop();
     await Promise.all(taps.map((tap) => tap.close()));

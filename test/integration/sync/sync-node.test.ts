@@ -367,4 +367,45 @@ describe('syncAll', () => {
       await local.close();
     }
   });
+
+  it('counts a node in sync with its listed record without reading the record again, and still heals one that is not', async () => {
+    const localTable = await createTestNodeTable();
+    const local = await startSyncEnvironment(localTable);
+    try {
+      const nodes = [freshNode(), freshNode()];
+      for (const each of nodes) await putRecord(localTable, nodeRecordFixture({ ...each, version: 1 }));
+      await syncAll(local.deps, { concurrency: 2 });
+      let gets = 0;
+      const store = local.deps.store;
+      const counting = {
+        ...local.deps,
+        store: {
+          get: (instanceId: string) => {
+            gets++;
+            return store.get(instanceId);
+          },
+          listPage: (token?: string) => store.listPage(token),
+        },
+      };
+
+      // The steady state: every CiliumNode shows its record's version; no record is read again.
+      expect(await syncAll(counting, { concurrency: 2 })).toEqual({
+        nodes: 2,
+        writes: 0,
+        outcomes: { 'in-sync': 2 },
+        failed: [],
+      });
+      expect(gets).toBe(0);
+
+      // A CiliumNode replaced since its record was written: the full sync, from a consistent read.
+      const replaced = nodes[0] as (typeof nodes)[number];
+      local.emulator.store.delete(replaced.nodeName);
+      const healed = await syncAll(counting, { concurrency: 2 });
+      expect(healed.outcomes).toEqual({ written: 1, 'in-sync': 1 });
+      expect(gets).toBeGreaterThan(0);
+      expect(await local.deps.ciliumNodes.get(replaced.nodeName)).toBeDefined();
+    } finally {
+      await local.close();
+    }
+  });
 });
