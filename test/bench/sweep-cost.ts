@@ -150,15 +150,18 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
   // Stamped with this table's generation, as the stack's allocate function stamps them: a record
   // without the stamp is one the sweep must reconcile (restore safety), which is not steady state.
   const tableGeneration = tableGenerationOf(cloud.table.client, cloud.table.name);
-  // Room for 5000 nodes' addresses: three /18 node subnets in two AZs.
-  const subnets = ['10.0.64.0/18', '10.0.128.0/18', '10.0.192.0/18'].map((cidrBlock, index) =>
+  // Room for 5000 nodes' addresses (about 11 each: eth0, and an ENI or two at the pre-allocate
+  // watermark): three /18 node subnets in two AZs, and two /18s in the VPC's secondary CIDR that
+  // the ENIs may take from too.
+  const addSubnet = (cidrBlock: string, index: number) =>
     state.addSubnet({
       vpcId: cluster.vpc.vpcId,
       availabilityZone: cluster.availabilityZones[index % 2] as string,
       cidrBlock,
       tags: { Name: `sweep-cost-${index}` },
-    }),
-  );
+    });
+  const subnets = ['10.0.64.0/18', '10.0.128.0/18', '10.0.192.0/18'].map(addSubnet);
+  ['100.64.64.0/18', '100.64.128.0/18'].forEach((cidrBlock, index) => addSubnet(cidrBlock, index + 3));
   const instances = Array.from({ length: nodes }, (_, index) =>
     state.launchInstance({
       instanceType: index % 3 === 2 ? 't3.medium' : 'm5.large',
