@@ -161,7 +161,8 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
       tags: { Name: `sweep-cost-${index}` },
     });
   const subnets = ['10.0.64.0/18', '10.0.128.0/18', '10.0.192.0/18'].map(addSubnet);
-  ['100.64.64.0/18', '100.64.128.0/18'].forEach((cidrBlock, index) => addSubnet(cidrBlock, index + 3));
+  for (const [index, cidrBlock] of ['100.64.64.0/18', '100.64.128.0/18'].entries())
+    addSubnet(cidrBlock, index + 3);
   const instances = Array.from({ length: nodes }, (_, index) =>
     state.launchInstance({
       instanceType: index % 3 === 2 ? 't3.medium' : 'm5.large',
