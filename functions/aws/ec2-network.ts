@@ -154,11 +154,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   }
 
   async describeInstance(instanceId: string): Promise<InstanceView | undefined> {
-    const reservations = await this.describeInstancesByFilters([filter('instance-id', instanceId)]);
-    const instance = reservations
-      .flatMap((reservation) => reservation.Instances ?? [])
-      .find((candidate) => candidate.InstanceId === instanceId);
-    return instance ? toInstanceView(instance) : undefined;
+    return (await this.describeInstances([instanceId]))[0];
   }
 
   async describeInstances(instanceIds: readonly string[]): Promise<InstanceView[]> {

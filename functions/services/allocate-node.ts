@@ -653,15 +653,24 @@ function rememberIpv6Refusal(
  * `planAllocation`). Cilium instead retries single IPs on the same ENI at once (§3.5 `AllocateIPs`).
  * Not idempotent (EC2's AssignPrivateIpAddresses is not); the node lease makes it run once per need.
  */
+/**
+ * The ENI after an assign or an adoption, with the addresses EC2 gave in this call (`count` of
+ * them, /28 members counted; 0 for an adoption, which asked EC2 for nothing).
+ */
+interface EniAddressesOutcome {
+  readonly eni: EniState;
+  readonly count: number;
+  readonly ips: readonly string[];
+  readonly prefixes: readonly string[];
+}
+
 async function assignToEni(
   plan: AssignPlan,
   eni: EniState,
   observation: Observation,
   refusals: SubnetRefusals,
   deps: AllocationDependencies,
-): Promise<
-  { eni: EniState; count: number; ips: readonly string[]; prefixes: readonly string[] } | undefined
-> {
+): Promise<EniAddressesOutcome | undefined> {
   const request =
     plan.prefixCount !== undefined ? { prefixCount: plan.prefixCount } : { ipCount: plan.ipCount ?? 0 };
   let assigned: Awaited<ReturnType<Ec2NetworkPort['assignIps']>>;
@@ -707,9 +716,7 @@ async function adoptUnrecordedAddresses(
   observation: Observation,
   refusals: SubnetRefusals,
   deps: AllocationDependencies,
-): Promise<
-  { eni: EniState; count: number; ips: readonly string[]; prefixes: readonly string[] } | undefined
-> {
+): Promise<EniAddressesOutcome | undefined> {
   const { instance, releasedCidrs } = observation;
   const described = (await deps.ec2.describeAttachedEnis(instance.id, instance.vpcId)).find(
     (candidate) => candidate.id === eni.id,

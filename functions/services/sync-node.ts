@@ -260,13 +260,7 @@ export async function syncEach(
   const unique = [...new Set(instanceIds)];
   const results = new Map<string, SyncResult>();
   await forEachWithConcurrency(unique, options.concurrency, async (instanceId) => {
-    try {
-      results.set(instanceId, { instanceId, ok: true, summary: await syncNode(instanceId, deps) });
-    } catch (error) {
-      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-      deps.log.error('sync failed', { instanceId, error: message });
-      results.set(instanceId, { instanceId, ok: false, error: message });
-    }
+    results.set(instanceId, await syncResult(instanceId, deps, () => syncNode(instanceId, deps)));
   });
   return unique.map((instanceId) => results.get(instanceId) as SyncResult);
 }
@@ -328,7 +322,7 @@ export async function syncAll(deps: SyncDependencies, options: SyncAllOptions): 
  */
 async function syncListed(listed: NodeRecord, deps: SyncDependencies): Promise<SyncResult> {
   const { instanceId } = listed;
-  try {
+  return syncResult(instanceId, deps, async () => {
     if (!deps.paused) {
       const table = await deps.tableGeneration?.();
       const step = planSyncStep(listed, await deps.ciliumNodes.get(listed.nodeName), table);
@@ -341,10 +335,21 @@ async function syncListed(listed: NodeRecord, deps: SyncDependencies): Promise<S
           conflicts: 0,
           recordVersion: listed.version,
         } as const;
-        return { instanceId, ok: true, summary: finish({ ...summary, nodeName: listed.nodeName }, deps) };
+        return finish({ ...summary, nodeName: listed.nodeName }, deps);
       }
     }
-    return { instanceId, ok: true, summary: await syncNode(instanceId, deps) };
+    return syncNode(instanceId, deps);
+  });
+}
+
+/** `sync`'s summary as a result, or the error it threw (logged) as a failed one. */
+async function syncResult(
+  instanceId: string,
+  deps: SyncDependencies,
+  sync: () => Promise<SyncNodeSummary>,
+): Promise<SyncResult> {
+  try {
+    return { instanceId, ok: true, summary: await sync() };
   } catch (error) {
     const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
     deps.log.error('sync failed', { instanceId, error: message });
