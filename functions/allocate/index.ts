@@ -1,8 +1,10 @@
 import type { Context } from 'aws-lambda';
-import { parseEc2Event } from '../core/events.ts';
-import { parseServeNodesRequest } from '../core/serve-node-request.ts';
+import { type Ec2Event, parseEc2Event } from '../core/events.ts';
+import type { Decoded } from '../core/input-schema.ts';
+import { decodeServeNodesRequest, isDirectInvoke } from '../core/serve-node-request.ts';
 import type { WatchTrigger } from '../core/watch-plan.ts';
 import { buildAllocationDependencies } from '../runtime/allocation-dependencies.ts';
+import { handlerEdge } from '../runtime/handler-edge.ts';
 import { createLog } from '../runtime/logger.ts';
 import { allocateEventMetrics, allocationMetrics, MetricsSink, retireMetrics } from '../runtime/metrics.ts';
 import { type AllocationOutcome, allocateNode } from '../services/allocate-node.ts';
@@ -21,41 +23,47 @@ export type AllocateResult =
   | { readonly status: 'drained'; readonly outcome: 'drained' | 'skipped' }
   | { readonly status: 'served'; readonly nodes: readonly ServedNode[] };
 
+/** What the allocate function is given: the watcher's serve request, or an EventBridge event. */
+type AllocateInput =
+  | { readonly kind: 'serve'; readonly triggers: readonly WatchTrigger[] }
+  | { readonly kind: 'event'; readonly event: Ec2Event };
+
+function decodeAllocateInput(event: unknown): Decoded<AllocateInput> {
+  if (isDirectInvoke(event)) {
+    const triggers = decodeServeNodesRequest(event);
+    return triggers.ok ? { ok: true, value: { kind: 'serve', triggers: triggers.value } } : triggers;
+  }
+  const parsed = parseEc2Event(event);
+  return parsed.ok ? { ok: true, value: { kind: 'event', event: parsed.value } } : parsed;
+}
+
 /**
  * EC2 events. `running` allocates (serving a draining node again first); `shutting-down` and
  * `terminated` retire the node; a spot interruption warning to `terminate` drains it (no new
- * allocation), one to `stop` or `hibernate` changes nothing. A malformed event is logged and answered,
- * never thrown: EventBridge would only retry it. Transient failures throw, so EventBridge retries.
- * The CiliumNode watcher's direct invoke `{"task":"serve-nodes",...}` (`parseServeNodesRequest`)
- * runs the release step and the allocation it names for each node, all at once (`serveNodes`); the
- * answer lists each node's outcome or error, and a malformed request throws (a direct invoke is not
- * retried).
- * Every invocation, thrown or not, flushes its metrics as one EMF document: Powertools publishes
- * on its own only at 100 stored values, so without the flush a quiet function's points are lost.
+ * allocation), one to `stop` or `hibernate` changes nothing. A malformed event is logged and
+ * answered `rejected`, never thrown: EventBridge would only retry it. Transient failures throw, so
+ * EventBridge retries. The CiliumNode watcher's direct invoke `{"task":"serve-nodes",...}` runs the
+ * release step and the allocation it names for each node, all at once (`serveNodes`); the answer
+ * lists each node's outcome or error, and a malformed request throws (its caller sees why).
+ * Decoding, refusal and the metrics flush are the handler edge's (`handlerEdge`).
  */
-export async function handler(
-  event: unknown,
+export const handler = handlerEdge<AllocateInput, AllocateResult, Pick<Context, 'awsRequestId'>>({
+  log,
+  metrics,
+  decode: decodeAllocateInput,
+  answerInvalid: (reason, event) => (isDirectInvoke(event) ? undefined : { status: 'rejected', reason }),
+  warmUp: () => dependencies.prepareKubernetes(),
+  handle: (input, context) =>
+    input.kind === 'serve' ? serveForWatcher(input.triggers, context) : handleEvent(input.event, context),
+  invocationMetrics: (outcome) =>
+    allocateEventMetrics(outcome.kind === 'handled' ? outcome.result.status : outcome.kind),
+});
+
+async function handleEvent(
+  parsed: Ec2Event,
   context: Pick<Context, 'awsRequestId'>,
 ): Promise<AllocateResult> {
-  dependencies.prepareKubernetes();
-  let result: AllocateResult | undefined;
-  try {
-    result = await handle(event, context);
-    return result;
-  } finally {
-    metrics.add(allocateEventMetrics(result?.status ?? 'failed'));
-    metrics.flush();
-  }
-}
-
-async function handle(event: unknown, context: Pick<Context, 'awsRequestId'>): Promise<AllocateResult> {
-  const serveRequest = parseServeNodesRequest(event);
-  if (serveRequest !== undefined) return serveForWatcher(serveRequest, context);
-  const parsed = parseEc2Event(event);
   switch (parsed.kind) {
-    case 'invalid':
-      log.error('rejected a malformed event; nothing was written', { reason: parsed.reason });
-      return { status: 'rejected', reason: parsed.reason };
     case 'scheduled':
       log.warn('scheduled events go to the sweep function, not here');
       return { status: 'skipped', reason: 'scheduled event' };

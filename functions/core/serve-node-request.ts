@@ -1,4 +1,5 @@
-import { InvalidInputError } from './errors.ts';
+import * as z from 'zod/mini';
+import { type Decoded, decodeWith, instanceIdSchema } from './input-schema.ts';
 import type { WatchTrigger } from './watch-plan.ts';
 
 /**
@@ -23,38 +24,38 @@ export function serveNodesRequest(triggers: readonly WatchTrigger[]): Record<str
   };
 }
 
-/**
- * The nodes `event` names, when it is a serve request; `undefined` when it is not one at all (an
- * EC2 event, for the caller's own parser). A serve request that is malformed throws, naming why.
- */
-export function parseServeNodesRequest(event: unknown): WatchTrigger[] | undefined {
-  if (typeof event !== 'object' || event === null) return undefined;
-  const request = event as Record<string, unknown>;
-  if (request.task === SERVE_ONE_NODE_TASK) return [parseNode(request, 'the request')];
-  if (request.task !== SERVE_NODES_TASK) return undefined;
-  const { nodes } = request;
-  if (!Array.isArray(nodes) || nodes.length === 0 || nodes.length > MAX_NODES_PER_REQUEST) {
-    throw new InvalidInputError(`nodes must be a list of 1 to ${MAX_NODES_PER_REQUEST} nodes`);
-  }
-  const triggers = nodes.map((node: unknown, index) => {
-    if (typeof node !== 'object' || node === null)
-      throw new InvalidInputError(`nodes[${index}] must be an object`);
-    return parseNode(node as Record<string, unknown>, `nodes[${index}]`);
-  });
-  const instanceIds = new Set(triggers.map((trigger) => trigger.instanceId));
-  if (instanceIds.size !== triggers.length) throw new InvalidInputError('nodes must name each instance once');
-  return triggers;
+const nodeFields = { instanceId: instanceIdSchema, allocate: z.boolean(), release: z.boolean() };
+const nodesListed = `must list 1 to ${MAX_NODES_PER_REQUEST} nodes`;
+
+const serveNodes = z.object({
+  task: z.literal(SERVE_NODES_TASK),
+  nodes: z.array(z.object(nodeFields), { error: nodesListed }).check(
+    z.minLength(1, nodesListed),
+    z.maxLength(MAX_NODES_PER_REQUEST, nodesListed),
+    z.refine(
+      (nodes) => new Set(nodes.map((node) => node.instanceId)).size === nodes.length,
+      'must name each instance once',
+    ),
+  ),
+});
+
+const serveOneNode = z.object({ task: z.literal(SERVE_ONE_NODE_TASK), ...nodeFields });
+
+const serveRequest = z.discriminatedUnion('task', [serveNodes, serveOneNode]);
+
+/** Whether `event` is a direct invoke (it names a `task`), which is answered by throwing when malformed. */
+export function isDirectInvoke(event: unknown): boolean {
+  return typeof event === 'object' && event !== null && Object.hasOwn(event, 'task');
 }
 
-function parseNode(node: Record<string, unknown>, where: string): WatchTrigger {
-  const { instanceId, allocate, release } = node;
-  if (typeof instanceId !== 'string' || !/^i-[0-9a-f]{8,17}$/.test(instanceId)) {
-    throw new InvalidInputError(
-      `${where}: instanceId must be an instance id, got ${JSON.stringify(instanceId)}`,
-    );
-  }
-  if (typeof allocate !== 'boolean' || typeof release !== 'boolean') {
-    throw new InvalidInputError(`${where}: allocate and release must be booleans`);
-  }
-  return { instanceId, allocate, release };
+/** The nodes a serve request names, each with what to run. */
+export function decodeServeNodesRequest(event: unknown): Decoded<WatchTrigger[]> {
+  const decoded = decodeWith(serveRequest, event);
+  if (!decoded.ok) return decoded;
+  const request = decoded.value;
+  const nodes = request.task === SERVE_NODES_TASK ? request.nodes : [request];
+  return {
+    ok: true,
+    value: nodes.map(({ instanceId, allocate, release }) => ({ instanceId, allocate, release })),
+  };
 }

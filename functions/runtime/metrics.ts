@@ -3,6 +3,7 @@ import type { AllocationOutcome } from '../services/allocate-node.ts';
 import type { GarbageCollectionSummary, RetireOutcome } from '../services/node-lifecycle.ts';
 import type { SweepSummary } from '../services/sweep.ts';
 import type { SyncNodeSummary, SyncOutcome } from '../services/sync-node.ts';
+import type { WatchSummary } from '../services/watch-ciliumnodes.ts';
 
 /**
  * CloudWatch metrics (Embedded Metric Format through Powertools), named after cilium-operator's
@@ -109,6 +110,23 @@ export function syncMetrics(tally: SyncTally): MetricPoint[] {
     count('ipam_k8s_sync_refused_foreign', tally.outcomes['refused-foreign'] ?? 0),
     count('ipam_k8s_sync_refused_unpublishable', tally.outcomes['refused-unpublishable'] ?? 0),
     count('ipam_k8s_sync_stale', tally.outcomes.stale ?? 0),
+  ];
+}
+
+/**
+ * One watch invocation: the CiliumNode events it read, the relists (410 Gone) and reconnects it
+ * needed, and the nodes it handed to the allocate function (`failed`: their invocation failed, so
+ * the sweep serves them). A watcher that never holds the lease shows as `ipam_watch_lease_held`.
+ */
+export function watchMetrics(summary: WatchSummary): MetricPoint[] {
+  return [
+    count(`ipam_watch_${summary.outcome.replaceAll('-', '_')}`, 1),
+    count('ipam_watch_events', summary.events),
+    count('ipam_watch_relists', summary.relists),
+    count('ipam_watch_reconnects', summary.reconnects),
+    count('ipam_watch_nodes_allocated', summary.served.allocate),
+    count('ipam_watch_nodes_released', summary.served.release),
+    count('ipam_watch_serve_failures', summary.served.failed),
   ];
 }
 

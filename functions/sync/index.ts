@@ -1,4 +1,5 @@
 import type { DynamoDBBatchResponse } from 'aws-lambda';
+import { handlerEdge, invocationMetrics } from '../runtime/handler-edge.ts';
 import { createLog } from '../runtime/logger.ts';
 import { MetricsSink, syncMetrics, tallySyncs } from '../runtime/metrics.ts';
 import {
@@ -10,7 +11,7 @@ import {
   syncNode,
 } from '../services/sync-node.ts';
 import { buildSyncDependencies } from './dependencies.ts';
-import { parseSyncRequest } from './request.ts';
+import { decodeSyncRequest, type SyncRequest } from './request.ts';
 
 const log = createLog('serverless-eni-ipam-sync');
 const dependencies = buildSyncDependencies(process.env, log);
@@ -26,25 +27,18 @@ export type SyncHandlerResult = DynamoDBBatchResponse | SyncNodeSummary | SyncAl
  *   Answers a partial batch response listing only the records of instances whose sync failed.
  * - `{"instanceId":"i-…"}`: syncs that node and returns its summary.
  * - `{"all":true}`: syncs every node; throws `SyncAllFailedError` if any failed (after trying all).
- * - anything else: throws `InvalidInputError`, having written nothing.
+ * - anything else: throws `InvalidInputError`, having written nothing (the handler edge's rule).
  */
-export async function handler(event: unknown): Promise<SyncHandlerResult> {
-  dependencies.prepareKubernetes();
-  try {
-    return await handle(event);
-  } finally {
-    metrics.flush();
-  }
-}
+export const handler = handlerEdge<SyncRequest, SyncHandlerResult, void>({
+  log,
+  metrics,
+  decode: decodeSyncRequest,
+  warmUp: () => dependencies.prepareKubernetes(),
+  handle: (request) => handle(request),
+  invocationMetrics,
+});
 
-async function handle(event: unknown): Promise<SyncHandlerResult> {
-  let request: ReturnType<typeof parseSyncRequest>;
-  try {
-    request = parseSyncRequest(event);
-  } catch (error) {
-    log.error('rejected the invocation payload; nothing was written', { error: (error as Error).message });
-    throw error;
-  }
+async function handle(request: SyncRequest): Promise<SyncHandlerResult> {
   switch (request.kind) {
     case 'one': {
       const summary = await syncNode(request.instanceId, dependencies);

@@ -1,11 +1,13 @@
+import * as z from 'zod/mini';
 import { nodeTableSchema } from '../aws/node-table-schema.ts';
-import { InvalidInputError } from '../core/errors.ts';
+import { type Decoded, decodeWith, instanceIdSchema } from '../core/input-schema.ts';
 
 /**
- * What the sync function is asked to do, parsed from its invocation payload. Pure.
- * - DynamoDB stream batches (from the node table's event-source mapping);
+ * What the sync function is asked to do, decoded from its invocation payload. Pure.
+ * - DynamoDB stream batches (from the node table's event-source mapping), told apart by their
+ *   `Records`;
  * - direct invokes `{"instanceId":"i-…"}` (resync one node) and `{"all":true}` (resync every node,
- *   also what the resync schedule sends).
+ *   also what the resync schedule sends), nothing else beside them.
  */
 export type SyncRequest =
   | { readonly kind: 'stream'; readonly records: readonly StreamRecordRequest[] }
@@ -20,75 +22,67 @@ export type StreamRecordRequest =
   /** A record that names no valid instance: logged and skipped, since a retry cannot fix it. */
   | { readonly sequenceNumber: string; readonly action: 'reject'; readonly reason: string };
 
-export const INSTANCE_ID_PATTERN = /^i-[0-9a-f]{8,17}$/;
+const DIRECT_PAYLOADS = 'expected {"instanceId":"i-…"} or {"all":true}';
 
-const PAYLOAD_PREVIEW_CHARS = 200;
+/** A batch the node table's event-source mapping delivers: every record from a DynamoDB stream. */
+const streamBatch = z.object({
+  Records: z
+    .array(
+      z.object({ eventSourceARN: z.string().check(z.includes('/stream/', 'must be a DynamoDB stream')) }),
+    )
+    .check(z.minLength(1, 'must hold at least one record')),
+});
 
-/**
- * Parses an invocation payload. Throws `InvalidInputError` for anything that is neither a stream
- * batch nor one of the two direct payloads (nothing will have been written).
- */
-export function parseSyncRequest(event: unknown): SyncRequest {
-  if (isStreamBatch(event)) {
-    return { kind: 'stream', records: event.Records.map(parseStreamRecord) };
-  }
-  if (isObject(event)) {
-    const keys = Object.keys(event);
-    if (keys.length === 1 && event.all === true) return { kind: 'all' };
-    if (
-      keys.length === 1 &&
-      typeof event.instanceId === 'string' &&
-      INSTANCE_ID_PATTERN.test(event.instanceId)
-    ) {
-      return { kind: 'one', instanceId: event.instanceId };
-    }
-  }
-  throw new InvalidInputError(`expected {"instanceId":"i-…"} or {"all":true}, got ${preview(event)}`);
-}
+/** One record's key: the instance id the item names (`Keys`, since the stream carries new images only). */
+const streamRecordKey = z.object({
+  dynamodb: z.object({
+    Keys: z.object({ [nodeTableSchema.partitionKey.name]: z.object({ S: instanceIdSchema }) }),
+  }),
+});
 
-interface StreamBatch {
-  Records: unknown[];
-}
+const oneNode = z.strictObject({ instanceId: instanceIdSchema });
+const allNodes = z.strictObject({ all: z.literal(true) });
 
-/** A batch whose every record comes from a DynamoDB stream (`…/stream/…` source ARN). */
-function isStreamBatch(event: unknown): event is StreamBatch {
-  if (!isObject(event) || !Array.isArray(event.Records) || event.Records.length === 0) return false;
-  return event.Records.every(
-    (record) =>
-      isObject(record) &&
-      typeof record.eventSourceARN === 'string' &&
-      record.eventSourceARN.includes('/stream/'),
-  );
-}
-
-function parseStreamRecord(record: unknown, index: number): StreamRecordRequest {
-  const streamRecord = isObject(record) && isObject(record.dynamodb) ? record.dynamodb : {};
-  const sequenceNumber =
-    typeof streamRecord.SequenceNumber === 'string' ? streamRecord.SequenceNumber : `(record ${index})`;
-  if (isObject(record) && record.eventName === 'REMOVE') return { sequenceNumber, action: 'ignore-remove' };
-  const keys = isObject(streamRecord.Keys) ? streamRecord.Keys : {};
-  const keyAttribute = keys[nodeTableSchema.partitionKey.name];
-  const instanceId = isObject(keyAttribute) ? keyAttribute.S : undefined;
-  if (typeof instanceId !== 'string' || !INSTANCE_ID_PATTERN.test(instanceId)) {
+/** Decodes an invocation payload; a malformed one is refused before anything is read or written. */
+export function decodeSyncRequest(event: unknown): Decoded<SyncRequest> {
+  if (hasOwn(event, 'Records')) {
+    const batch = decodeWith(streamBatch, event);
+    if (!batch.ok) return { ok: false, reason: `a DynamoDB stream batch: ${batch.reason}` };
+    // Each record is read again on its own: one that names no instance is skipped, not the batch.
     return {
-      sequenceNumber,
-      action: 'reject',
-      reason: `no valid ${nodeTableSchema.partitionKey.name} key: ${preview(streamRecord.Keys)}`,
+      ok: true,
+      value: { kind: 'stream', records: (event as { Records: unknown[] }).Records.map(recordRequest) },
     };
   }
-  return { sequenceNumber, action: 'sync', instanceId };
+  const direct = hasOwn(event, 'instanceId') ? decodeWith(oneNode, event) : decodeWith(allNodes, event);
+  if (!direct.ok) return { ok: false, reason: `${DIRECT_PAYLOADS}; ${direct.reason}` };
+  return {
+    ok: true,
+    value: 'all' in direct.value ? { kind: 'all' } : { kind: 'one', instanceId: direct.value.instanceId },
+  };
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function preview(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = String(value);
+function recordRequest(record: unknown, index: number): StreamRecordRequest {
+  const sequenceNumber = sequenceNumberOf(record) ?? `(record ${index})`;
+  if (hasOwn(record, 'eventName') && (record as { eventName: unknown }).eventName === 'REMOVE') {
+    return { sequenceNumber, action: 'ignore-remove' };
   }
-  return text.length > PAYLOAD_PREVIEW_CHARS ? `${text.slice(0, PAYLOAD_PREVIEW_CHARS)}…` : text;
+  const key = decodeWith(streamRecordKey, record);
+  if (!key.ok) return { sequenceNumber, action: 'reject', reason: key.reason };
+  return {
+    sequenceNumber,
+    action: 'sync',
+    instanceId: key.value.dynamodb.Keys[nodeTableSchema.partitionKey.name].S,
+  };
+}
+
+const sequenceNumber = z.object({ dynamodb: z.object({ SequenceNumber: z.string() }) });
+
+function sequenceNumberOf(record: unknown): string | undefined {
+  const decoded = decodeWith(sequenceNumber, record);
+  return decoded.ok ? decoded.value.dynamodb.SequenceNumber : undefined;
+}
+
+function hasOwn(value: unknown, key: string): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && Object.hasOwn(value, key);
 }

@@ -1,5 +1,3 @@
-import { App } from 'aws-cdk-lib';
-import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   CONFIGURATION_VARIABLES,
@@ -14,8 +12,7 @@ import { Environment } from '../../functions/runtime/environment.ts';
 import { createLog } from '../../functions/runtime/logger.ts';
 import { buildWatchDependencies } from '../../functions/runtime/watch-dependencies.ts';
 import { buildSyncDependencies } from '../../functions/sync/dependencies.ts';
-import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
-import { REAL_CLUSTER } from '../fixtures/cluster-context.ts';
+import { functionEnvironments as environments } from '../fixtures/function-environments.ts';
 
 /**
  * The configuration contract, proved at both ends for every function: the stack sets exactly
@@ -35,31 +32,6 @@ const BUILDERS: Record<FunctionName, (variables: Record<string, string | undefin
   Sync: (variables) => buildSyncDependencies(variables, createLog('contract-test')),
   Watch: (variables) => buildWatchDependencies(variables, createLog('contract-test')),
 };
-
-/** Variables per function logical id prefix; values CloudFormation resolves become placeholders. */
-function environments(): Record<FunctionName, Record<string, string>> {
-  const app = new App({
-    context: { ...cdkJsonContext(), ...REAL_CLUSTER, 'aws:cdk:bundling-stacks': [] },
-  });
-  const { stack } = buildApp(app);
-  app.synth();
-  const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
-  const byName = {} as Record<FunctionName, Record<string, string>>;
-  for (const name of FUNCTIONS) {
-    const entry = Object.entries(functions).find(([id]) =>
-      new RegExp(`^${name}Function[0-9A-F]{8}$`).test(id),
-    );
-    if (!entry) throw new Error(`no ${name} function in the template`);
-    const variables = entry[1].Properties.Environment.Variables as Record<string, unknown>;
-    byName[name] = Object.fromEntries(
-      Object.entries(variables).map(([key, value]) => [
-        key,
-        typeof value === 'string' ? value : `resolved-by-cloudformation-${key.toLowerCase()}`,
-      ]),
-    );
-  }
-  return byName;
-}
 
 /** The names the builder reads from its environment record (every property get). */
 function namesRead(

@@ -102,21 +102,30 @@ describe('configuration', () => {
 
 describe('direct invokes', () => {
   it.each([
-    { case: 'empty object', event: {} },
-    { case: 'malformed instance id', event: { instanceId: 'i-XYZ' } },
-    { case: 'all as a string', event: { all: 'true' } },
+    { case: 'empty object', event: {}, field: /all: expected true, got undefined/ },
+    {
+      case: 'malformed instance id',
+      event: { instanceId: 'i-XYZ' },
+      field: /instanceId: must be an instance id/,
+    },
+    { case: 'all as a string', event: { all: 'true' }, field: /all: expected true, got "true"/ },
     {
       case: 'an EventBridge EC2 event',
       event: { source: 'aws.ec2', detail: { 'instance-id': 'i-0123456789abcdef0' } },
+      field: /unexpected "source", "detail"/,
     },
-  ])('rejects $case with InvalidInputError and touches nothing', async ({ event }) => {
-    env.emulator.requests.reset();
-    await expect(handler(event)).rejects.toMatchObject({
-      name: InvalidInputError.name,
-      message: expect.stringMatching(/^expected \{"instanceId":"i-…"\} or \{"all":true\}, got /),
-    });
-    expect(env.emulator.requests.count()).toBe(0);
-  });
+  ])(
+    'rejects $case with InvalidInputError naming the field, and touches nothing',
+    async ({ event, field }) => {
+      env.emulator.requests.reset();
+      await expect(handler(event)).rejects.toMatchObject({
+        name: InvalidInputError.name,
+        message: expect.stringMatching(/^expected \{"instanceId":"i-…"\} or \{"all":true\}; /),
+      });
+      await expect(handler(event)).rejects.toThrow(field);
+      expect(env.emulator.requests.count()).toBe(0);
+    },
+  );
 
   it('{"instanceId"} syncs that node and returns its summary', async () => {
     const node = freshNode();

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../../functions/core/errors.ts';
 import {
+  decodeServeNodesRequest,
+  isDirectInvoke,
   MAX_NODES_PER_REQUEST,
-  parseServeNodesRequest,
   serveNodesRequest,
 } from '../../../functions/core/serve-node-request.ts';
 
@@ -12,11 +12,14 @@ const OTHER = { instanceId: 'i-0123456789abcdef1', allocate: false, release: tru
 describe('the watcher’s serve-nodes request', () => {
   it('round-trips through JSON, as the invoke carries it', () => {
     const request = JSON.parse(JSON.stringify(serveNodesRequest([TRIGGER, OTHER])));
-    expect(parseServeNodesRequest(request)).toEqual([TRIGGER, OTHER]);
+    expect(decodeServeNodesRequest(request)).toEqual({ ok: true, value: [TRIGGER, OTHER] });
   });
 
   it('still reads the one-node request an earlier watcher sends', () => {
-    expect(parseServeNodesRequest({ task: 'serve-node', ...TRIGGER })).toEqual([TRIGGER]);
+    expect(decodeServeNodesRequest({ task: 'serve-node', ...TRIGGER })).toEqual({
+      ok: true,
+      value: [TRIGGER],
+    });
   });
 
   it.each([
@@ -24,22 +27,30 @@ describe('the watcher’s serve-nodes request', () => {
     { case: 'a scheduled event', event: { 'detail-type': 'Scheduled Event' } },
     { case: 'no object', event: 'serve-nodes' },
   ])('leaves $case to the other parsers', ({ event }) => {
-    expect(parseServeNodesRequest(event)).toBeUndefined();
+    expect(isDirectInvoke(event)).toBe(false);
   });
 
   it.each([
     {
       case: 'a malformed instance id',
       event: serveNodesRequest([TRIGGER, { ...OTHER, instanceId: 'node-a' }]),
-      message: /nodes\[1\]: instanceId must be an instance id/,
+      message: /nodes\[1\]\.instanceId: must be an instance id.*got "node-a"/,
     },
     {
       case: 'no release flag',
       event: { task: 'serve-nodes', nodes: [{ instanceId: TRIGGER.instanceId, allocate: true }] },
-      message: /nodes\[0\]: allocate and release must be booleans/,
+      message: /nodes\[0\]\.release: .*expected boolean/,
     },
-    { case: 'no nodes', event: { task: 'serve-nodes', nodes: [] }, message: /1 to 50 nodes/ },
-    { case: 'nodes not a list', event: { task: 'serve-nodes', nodes: TRIGGER }, message: /1 to 50 nodes/ },
+    {
+      case: 'no nodes',
+      event: { task: 'serve-nodes', nodes: [] },
+      message: /nodes: must list 1 to 50 nodes/,
+    },
+    {
+      case: 'nodes not a list',
+      event: { task: 'serve-nodes', nodes: TRIGGER },
+      message: /nodes: must list 1 to 50 nodes/,
+    },
     {
       case: 'too many nodes',
       event: serveNodesRequest(
@@ -48,21 +59,26 @@ describe('the watcher’s serve-nodes request', () => {
           instanceId: `i-${index.toString(16).padStart(17, '0')}`,
         })),
       ),
-      message: /1 to 50 nodes/,
+      message: /nodes: must list 1 to 50 nodes/,
     },
-    { case: 'a node twice', event: serveNodesRequest([TRIGGER, TRIGGER]), message: /each instance once/ },
+    {
+      case: 'a node twice',
+      event: serveNodesRequest([TRIGGER, TRIGGER]),
+      message: /nodes: must name each instance once/,
+    },
     {
       case: 'a node that is not an object',
       event: { task: 'serve-nodes', nodes: [null] },
-      message: /nodes\[0\]/,
+      message: /nodes\[0\]: .*expected object/,
     },
     {
       case: 'a malformed one-node request',
       event: { task: 'serve-node', ...TRIGGER, instanceId: 'node-a' },
-      message: /instanceId must be an instance id/,
+      message: /^instanceId: must be an instance id/,
     },
-  ])('refuses $case, naming what is wrong', ({ event, message }) => {
-    expect(() => parseServeNodesRequest(event)).toThrow(InvalidInputError);
-    expect(() => parseServeNodesRequest(event)).toThrow(message);
+  ])('refuses $case, naming the field and what is wrong', ({ event, message }) => {
+    const decoded = decodeServeNodesRequest(event);
+    expect(decoded.ok).toBe(false);
+    expect(decoded.ok ? '' : decoded.reason).toMatch(message);
   });
 });

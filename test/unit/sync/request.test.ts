@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../../functions/core/errors.ts';
-import { parseSyncRequest } from '../../../functions/sync/request.ts';
+import { decodeSyncRequest, type SyncRequest } from '../../../functions/sync/request.ts';
+
+/** The request, or the reason it was refused, thrown (so a test can match it like a failure). */
+function parseSyncRequest(event: unknown): SyncRequest {
+  const decoded = decodeSyncRequest(event);
+  if (!decoded.ok) throw new Error(decoded.reason);
+  return decoded.value;
+}
 
 const streamArn = 'arn:aws:dynamodb:us-east-1:123456789012:table/nodes/stream/2024-01-01T00:00:00.000';
 
@@ -42,14 +48,22 @@ describe('parseSyncRequest: direct invokes', () => {
     { case: 'all: "true"', event: { all: 'true' } },
     { case: 'both keys', event: { all: true, instanceId: 'i-0123456789abcdef0' } },
     { case: 'extra key', event: { instanceId: 'i-0123456789abcdef0', force: true } },
-    { case: 'empty Records', event: { Records: [] } },
+  ])('rejects $case with a message naming both accepted payloads', ({ event }) => {
+    expect(() => parseSyncRequest(event)).toThrow(
+      /^expected \{"instanceId":"i-…"\} or \{"all":true\}; .*, got /,
+    );
+  });
+
+  it.each([
+    { case: 'empty Records', event: { Records: [] }, field: /Records: must hold at least one record/ },
     {
       case: 'records from another source',
       event: { Records: [{ eventSourceARN: 'arn:aws:sqs:us-east-1:1:q' }] },
+      field: /Records\[0\]\.eventSourceARN: must be a DynamoDB stream, got "arn:aws:sqs/,
     },
-  ])('rejects $case with a message naming both accepted payloads', ({ event }) => {
-    expect(() => parseSyncRequest(event)).toThrow(InvalidInputError);
-    expect(() => parseSyncRequest(event)).toThrow(/expected \{"instanceId":"i-…"\} or \{"all":true\}, got /);
+  ])('rejects a stream batch with $case, naming the field', ({ event, field }) => {
+    expect(() => parseSyncRequest(event)).toThrow(/^a DynamoDB stream batch: /);
+    expect(() => parseSyncRequest(event)).toThrow(field);
   });
 
   it('shows a bounded preview of a huge payload', () => {
