@@ -132,6 +132,24 @@ const isIgnoredByOperator = (cn: CiliumNode) => cn.metadata.annotations?.[IPAM_I
  * and 6 are skipped and versions are compared as they are.
  */
 export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined, table?: string): SyncStep {
+  const gate = gateSync(record, cn, table);
+  if ('kind' in gate) return gate;
+  const state = syncState(record, gate.cn);
+  if (!gate.claimed) {
+    const claim = claimStep(record, gate.cn, state, table);
+    if (claim !== undefined) return claim;
+  }
+  return (
+    statusStep(record, gate.cn, gate.claimed, state) ?? specStep(record, gate.cn, gate.claimed, state, table)
+  );
+}
+
+/** Steps 1 to 7: a step decided before anything is compared, or the CiliumNode to compare and whether this version claimed it. */
+function gateSync(
+  record: NodeRecord,
+  cn: CiliumNode | undefined,
+  table: string | undefined,
+): SyncStep | { readonly cn: CiliumNode; readonly claimed: boolean } {
   if (record.lifecycle === 'retired') return { kind: 'none', reason: 'record-retired' };
   const problems = unpublishableRecordProblems(record);
   if (problems.length > 0)
@@ -151,36 +169,62 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined, tab
   if (table !== undefined && claimedByNewerTable(cn, table)) return { kind: 'none', reason: 'newer-table' };
   const applied = appliedRecordVersion(cn, table);
   if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale-record' };
-  const claimed = applied === record.version;
+  return { cn, claimed: applied === record.version };
+}
 
+/** What the record wants published, beside what the CiliumNode holds now. */
+interface SyncState {
+  readonly wantedEnis: Record<string, CiliumEni>;
+  readonly wantedPool: AllocationMap;
+  readonly currentEnis: Record<string, CiliumEni>;
+  readonly currentPool: AllocationMap;
+}
+
+function syncState(record: NodeRecord, cn: CiliumNode): SyncState {
   // CIDRs on their way out of a multi-pool node, except those the agent lists in `allocated` in
   // THIS version: the patches below test its resourceVersion, so a CIDR leaves status only from a
   // version in which the agent does not hold it (and then it can no longer reclaim it).
   const allocated = allocatedCidrs(cn);
   const withheld = new Set([...withheldCidrs(record)].filter((cidr) => !allocated.has(cidr)));
-  const wantedEnis = desiredStatusEnis(record, withheld);
-  const wantedPool = desiredPool(record, usedIps(cn), {
-    withheld,
-    currentPool: Object.keys(cn.spec?.ipam?.pool ?? {}),
-    multiPool: agentProtocolOf(cn) === 'multi-pool',
-  });
-  const currentPool: AllocationMap = cn.spec?.ipam?.pool ?? {};
-  const currentEnis: Record<string, CiliumEni> = cn.status?.eni?.enis ?? {};
+  return {
+    wantedEnis: desiredStatusEnis(record, withheld),
+    wantedPool: desiredPool(record, usedIps(cn), {
+      withheld,
+      currentPool: Object.keys(cn.spec?.ipam?.pool ?? {}),
+      multiPool: agentProtocolOf(cn) === 'multi-pool',
+    }),
+    currentEnis: cn.status?.eni?.enis ?? {},
+    currentPool: cn.spec?.ipam?.pool ?? {},
+  };
+}
 
-  if (!claimed) {
-    const removedFromPool = poolIpsToRemove(currentPool, wantedPool);
-    if (removedFromPool.length > 0 || statusHasExtras(currentEnis, wantedEnis)) {
-      const pool = poolIntersection(currentPool, wantedPool);
-      return {
-        kind: 'spec-claim',
-        patch: specPatch(cn, pool, record.version, table),
-        pool,
-        removedFromPool,
-        recordVersion: record.version,
-      };
-    }
-  }
+/** Step 8: this version must claim the node before status may lose anything or the pool shrinks. */
+function claimStep(
+  record: NodeRecord,
+  cn: CiliumNode,
+  state: SyncState,
+  table: string | undefined,
+): SyncStep | undefined {
+  const removedFromPool = poolIpsToRemove(state.currentPool, state.wantedPool);
+  if (removedFromPool.length === 0 && !statusHasExtras(state.currentEnis, state.wantedEnis)) return undefined;
+  const pool = poolIntersection(state.currentPool, state.wantedPool);
+  return {
+    kind: 'spec-claim',
+    patch: specPatch(cn, pool, record.version, table),
+    pool,
+    removedFromPool,
+    recordVersion: record.version,
+  };
+}
 
+/** Step 9: status (ENIs, the release handshake, the operator error) to its target, or undefined when it is there. */
+function statusStep(
+  record: NodeRecord,
+  cn: CiliumNode,
+  claimed: boolean,
+  state: SyncState,
+): SyncStep | undefined {
+  const { currentEnis, currentPool, wantedEnis } = state;
   const targetEnis = claimed
     ? enisCoveringPool(wantedEnis, currentEnis, currentPool)
     : enisUnion(currentEnis, wantedEnis);
@@ -192,35 +236,49 @@ export function planSyncStep(record: NodeRecord, cn: CiliumNode | undefined, tab
   const targetError = desiredOperatorError(record);
   const enisChanged = !jsonEqual(targetEnis, currentEnis);
   const releaseChanged = !jsonEqual(targetReleaseIps, currentReleaseIps);
-  if (enisChanged || releaseChanged || currentError !== targetError) {
-    const builder = new PatchBuilder(cn);
-    if (enisChanged) builder.setMap(['status', 'eni', 'enis'], targetEnis);
-    if (releaseChanged) builder.setMap(['status', 'ipam', 'release-ips'], targetReleaseIps);
-    if (currentError !== targetError) {
-      builder.set(
-        ['status', 'ipam', 'operator-status'],
-        targetError === undefined ? {} : { error: targetError },
-      );
-    }
-    return {
-      kind: 'status',
-      patch: builder.operations,
-      enis: targetEnis,
-      releaseIps: targetReleaseIps,
-      operatorError: targetError,
-    };
+  const errorChanged = currentError !== targetError;
+  if (!enisChanged && !releaseChanged && !errorChanged) return undefined;
+  const builder = new PatchBuilder(cn);
+  if (enisChanged) builder.setMap(['status', 'eni', 'enis'], targetEnis);
+  if (releaseChanged) builder.setMap(['status', 'ipam', 'release-ips'], targetReleaseIps);
+  if (errorChanged) {
+    builder.set(
+      ['status', 'ipam', 'operator-status'],
+      targetError === undefined ? {} : { error: targetError },
+    );
   }
+  return {
+    kind: 'status',
+    patch: builder.operations,
+    enis: targetEnis,
+    releaseIps: targetReleaseIps,
+    operatorError: targetError,
+  };
+}
 
-  const targetPool = poolCoveredByStatus(wantedPool, currentEnis);
-  if (!claimed || !jsonEqual(targetPool, currentPool) || !isIgnoredByOperator(cn) || !tableNamed(cn, table)) {
-    return {
-      kind: 'spec',
-      patch: specPatch(cn, targetPool, record.version, table),
-      pool: targetPool,
-      recordVersion: record.version,
-    };
+/** Steps 10 and 11: the pool and annotations to their target, else in sync. */
+function specStep(
+  record: NodeRecord,
+  cn: CiliumNode,
+  claimed: boolean,
+  state: SyncState,
+  table: string | undefined,
+): SyncStep {
+  const targetPool = poolCoveredByStatus(state.wantedPool, state.currentEnis);
+  if (
+    claimed &&
+    jsonEqual(targetPool, state.currentPool) &&
+    isIgnoredByOperator(cn) &&
+    tableNamed(cn, table)
+  ) {
+    return { kind: 'none', reason: 'in-sync' };
   }
-  return { kind: 'none', reason: 'in-sync' };
+  return {
+    kind: 'spec',
+    patch: specPatch(cn, targetPool, record.version, table),
+    pool: targetPool,
+    recordVersion: record.version,
+  };
 }
 
 /**
