@@ -10,6 +10,11 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { NewerRecordSchemaError, VersionConflictError } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
 import type { NodeRecordStore } from '../core/ports.ts';
+import {
+  MalformedRecordError,
+  type UnreadableRecord,
+  UnreadableRecordsError,
+} from '../core/unreadable-records.ts';
 import { nodeTableSchema } from './node-table-schema.ts';
 
 const KEY = nodeTableSchema.partitionKey.name;
@@ -23,15 +28,56 @@ export function recordSchemaVersionOf(record: NodeRecord): number {
 }
 
 /**
- * An item as a record: refuses one a newer release wrote (`NewerRecordSchemaError`), and strips
- * the schema stamp, which is the adapter's business, not the model's.
+ * An item as a record: refuses one a newer release wrote (`NewerRecordSchemaError`) and one whose
+ * skeleton has the wrong types (`MalformedRecordError`, `malformedField`), and strips the schema
+ * stamp, which is the adapter's business, not the model's.
  */
 function recordOf(item: Record<string, unknown>): NodeRecord {
   const { [SCHEMA_VERSION]: schemaVersion = 1, ...record } = item;
   if (typeof schemaVersion !== 'number' || schemaVersion > RECORD_SCHEMA_VERSION) {
     throw new NewerRecordSchemaError(String(item[KEY]), Number(schemaVersion), RECORD_SCHEMA_VERSION);
   }
+  const malformed = malformedField(record);
+  if (malformed !== undefined) throw new MalformedRecordError(String(item[KEY]), malformed[0], malformed[1]);
   return record as unknown as NodeRecord;
+}
+
+/**
+ * The first field of the record's skeleton with the wrong type, as `[field, problem]`: the fields
+ * every reader relies on before anything else (key, version, node name, lifecycle, the ENI list
+ * and each ENI's id and addresses, the knobs). Deeper fields are the writer's contract; only this
+ * release's own code writes them.
+ */
+function malformedField(record: Record<string, unknown>): [string, string] | undefined {
+  const checks: [string, boolean][] = [
+    ['instanceId', typeof record.instanceId === 'string'],
+    ['version', Number.isInteger(record.version) && (record.version as number) > 0],
+    ['nodeName', typeof record.nodeName === 'string' && record.nodeName !== ''],
+    ['lifecycle', record.lifecycle === undefined || typeof record.lifecycle === 'string'],
+    ['knobs', isObject(record.knobs)],
+    ['enis', Array.isArray(record.enis)],
+  ];
+  const failed = checks.find(([, ok]) => !ok);
+  if (failed) return [failed[0], 'has the wrong type'];
+  const enis = record.enis as unknown[];
+  const badEni = enis.findIndex(
+    (eni) => !isObject(eni) || typeof eni.id !== 'string' || !Array.isArray(eni.secondaryIps),
+  );
+  return badEni >= 0 ? [`enis[${badEni}]`, 'is no ENI (id, secondaryIps)'] : undefined;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** `recordOf`, or why not: a newer layout or a malformed item is reported, anything else thrown. */
+function readItem(item: Record<string, unknown>): NodeRecord | UnreadableRecord {
+  try {
+    return recordOf(item);
+  } catch (error) {
+    if (!(error instanceof NewerRecordSchemaError || error instanceof MalformedRecordError)) throw error;
+    return { instanceId: String(item[KEY]), error: `${error.name}: ${error.message}` };
+  }
 }
 
 /**
@@ -101,6 +147,12 @@ export class DynamoNodeRecordStore implements NodeRecordStore {
     }
   }
 
+  /**
+   * One page of the scan. An item that is no record of ours (newer layout, malformed) does not
+   * hide the others: the page is read to its end and, if any was unreadable, thrown as
+   * `UnreadableRecordsError` carrying the readable records and the continuation. Whole-table
+   * readers that can serve the rest catch it (`readRecordPage`); the others stop there.
+   */
   async listPage(pageToken?: string): Promise<{ records: NodeRecord[]; nextPageToken?: string }> {
     const result = await this.documents.send(
       new ScanCommand({
@@ -109,10 +161,14 @@ export class DynamoNodeRecordStore implements NodeRecordStore {
       }),
     );
     const lastKey = result.LastEvaluatedKey?.[KEY];
-    return {
-      records: (result.Items ?? []).map(recordOf),
+    const read = (result.Items ?? []).map(readItem);
+    const page = {
+      records: read.filter((item): item is NodeRecord => 'version' in item),
       ...(typeof lastKey === 'string' ? { nextPageToken: encodePageToken(lastKey) } : {}),
     };
+    const unreadable = read.filter((item): item is UnreadableRecord => !('version' in item));
+    if (unreadable.length > 0) throw new UnreadableRecordsError(page, unreadable);
+    return page;
   }
 }
 

@@ -25,7 +25,7 @@ import {
   slotMixCapacityAdjustmentIps,
 } from './pool-math.ts';
 import { chooseSecurityGroups, formatTags } from './security-group-choice.ts';
-import { chooseSubnets, subnetIdsOf } from './subnet-choice.ts';
+import { chooseSubnets, subnetIdsNameNothingHere, subnetIdsOf } from './subnet-choice.ts';
 
 /**
  * The allocation planner: from one snapshot of a node, the ONE next action that brings its pool
@@ -171,7 +171,13 @@ export type AllocationBlockedCode =
   /** The agent asks for IPv6, but no ENI of ours and no subnet that may take one is dual-stack. */
   | 'NoDualStackSubnet'
   /** The agent asks for IPv6, but the instance type has no IPv6 addresses per interface. */
-  | 'Ipv6NotSupported';
+  | 'Ipv6NotSupported'
+  /** A knob of the CiliumNode has the wrong shape (`NodeKnobs.malformed`): nothing is guessed. */
+  | 'MalformedKnob'
+  /** `spec.eni.first-interface-index` is at or beyond the instance type's interface count. */
+  | 'FirstInterfaceIndexOutOfRange'
+  /** `spec.eni.subnet-ids` names no subnet of the instance's VPC and zone (`subnetIdsNameNothingHere`). */
+  | 'SubnetIdsUnusable';
 
 /** How many addresses to ask EC2 for: plain secondary IPs, or /28 prefixes; never both. */
 export type AddressRequest =
@@ -233,7 +239,8 @@ export type AllocationPlan =
  * The next allocation action for the node, first rule that applies:
  * 1. instance not `running` → `none` / `instance-not-running`;
  * 2. limits unknown → `blocked` / `UnknownInstanceLimits`; no ENI observed → `blocked` /
- *    `NoInterfacesObserved` (cilium "unable to retrieve ENIs");
+ *    `NoInterfacesObserved` (cilium "unable to retrieve ENIs"); a knob that cannot be honoured
+ *    (`refusedKnob`: malformed, or a first interface index the type does not have) → `blocked`;
  * 3. `neededIps = 0` → `none`: `max-allocate-reached` or `instance-at-capacity` when only the cap
  *    held demand back, else `pool-satisfied`;
  * 4. then, in the node's address mode (`planInMode`): fill an existing ENI, else create one.
@@ -272,10 +279,42 @@ export function planAllocation(snapshot: AllocationSnapshot): AllocationPlan {
       message: `unable to retrieve ENIs of instance ${instance.id}: none observed attached`,
     };
   }
+  const refused = refusedKnob(snapshot, limits);
+  if (refused !== undefined) return refused;
 
   const demand = computePoolDemand(snapshot);
   const ipv4 = planIpv4(snapshot, limits, demand);
   return demand.neededIpv6Prefixes > 0 ? withIpv6Prefix(ipv4, snapshot, limits, demand.neededIps) : ipv4;
+}
+
+/**
+ * A knob the node cannot be served under, as the `blocked` plan that names it; `undefined` when
+ * every knob can be honoured. Both cases would otherwise pass unseen: a malformed knob reads as
+ * its default (`knobsFromCiliumNode`), and a first interface index at or beyond the type's
+ * interfaces leaves no slot for a new ENI, which looks exactly like a full instance
+ * (`instance-at-capacity`) though the node holds no address of ours. Cilium attaches at the index
+ * anyway and fails on EC2's refusal, every interval.
+ */
+function refusedKnob(snapshot: AllocationSnapshot, limits: InstanceLimits): AllocationPlan | undefined {
+  const { instance, knobs } = snapshot;
+  if (knobs.malformed !== undefined && knobs.malformed.length > 0) {
+    return {
+      kind: 'blocked',
+      code: 'MalformedKnob',
+      message: `refusing to allocate for instance ${instance.id} until its CiliumNode is fixed: ${knobs.malformed.join('; ')}`,
+    };
+  }
+  if (knobs.firstInterfaceIndex >= limits.maxInterfaces) {
+    return {
+      kind: 'blocked',
+      code: 'FirstInterfaceIndexOutOfRange',
+      message:
+        `spec.eni.first-interface-index ${knobs.firstInterfaceIndex} is beyond instance type ` +
+        `${instance.instanceType}, whose ${limits.maxInterfaces} interfaces have device indexes 0 to ` +
+        `${limits.maxInterfaces - 1}: no ENI of instance ${instance.id} may be used or attached`,
+    };
+  }
+  return undefined;
 }
 
 /** Rules 3 and 4 of `planAllocation`: the IPv4 addresses the watermarks ask for. */
@@ -381,13 +420,7 @@ function planInMode(
   }
 
   const subnetCandidates = newEniSubnets(snapshot, limits, excludedSubnetIds);
-  if (subnetCandidates.length === 0) {
-    return {
-      kind: 'blocked',
-      code: 'NoSuitableSubnet',
-      message: noSuitableSubnetMessage(snapshot, excludedSubnetIds),
-    };
-  }
+  if (subnetCandidates.length === 0) return noSubnetPlan(snapshot, excludedSubnetIds);
   const secondaryIpsPerEni = Math.max(limits.ipv4PerInterface - 1, 0);
   const request: AddressRequest =
     mode === 'prefixes'
@@ -544,6 +577,7 @@ function planIpv6PrefixAlone(
   const subnetCandidates = newEniSubnets(snapshot, limits, snapshot.excludedSubnetIds ?? []).filter(
     (subnetId) => dualStack.has(subnetId),
   );
+  if (deviceIndex !== undefined && subnetIdsNameNothingHere(snapshot)) return subnetIdsUnusable(snapshot);
   if (deviceIndex === undefined || subnetCandidates.length === 0) {
     return {
       kind: 'blocked',
@@ -616,6 +650,30 @@ function reasonNothingNeeded(demand: PoolDemand, knobs: NodeKnobs): NoAllocation
   const uncappedNeededIps = calculateNeededIps({ ...demand, maxAllocate: 0 });
   if (uncappedNeededIps === 0) return 'pool-satisfied';
   return knobs.maxAllocate > 0 ? 'max-allocate-reached' : 'instance-at-capacity';
+}
+
+/**
+ * Why no subnet may take a new ENI: `SubnetIdsUnusable` when `subnet-ids` names none of the VPC and
+ * zone (`subnetIdsNameNothingHere`), else `NoSuitableSubnet` (every one is full or refused).
+ */
+function noSubnetPlan(snapshot: AllocationSnapshot, refused: readonly string[]): AllocationPlan {
+  if (subnetIdsNameNothingHere(snapshot)) return subnetIdsUnusable(snapshot);
+  return { kind: 'blocked', code: 'NoSuitableSubnet', message: noSuitableSubnetMessage(snapshot, refused) };
+}
+
+function subnetIdsUnusable(snapshot: AllocationSnapshot): AllocationPlan {
+  const { instance, knobs } = snapshot;
+  return {
+    kind: 'blocked',
+    code: 'SubnetIdsUnusable',
+    message:
+      `spec.eni.subnet-ids [${knobs.subnetIds.join(' ')}] names no subnet of VPC ${instance.vpcId} in zone ` +
+      `${instance.availabilityZone} (each is unknown, in another VPC or in another zone)` +
+      (Object.keys(knobs.subnetTags).length > 0
+        ? ` and SubnetTags=${formatTags(knobs.subnetTags)} match none there`
+        : '') +
+      `; no ENI is created for instance ${instance.id} outside the subnets it names`,
+  };
 }
 
 /** cilium's wording, with the subnets refused this round appended when there are any. */

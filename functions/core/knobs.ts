@@ -36,32 +36,61 @@ export const UNCONFIGURED_KNOBS: NodeKnobs = {
  * 1. no CiliumNode yet: the stack-wide `defaults`;
  * 2. `spec.eni.delete-on-termination` unset: `true` (cilium-operator treats a nil pointer as true,
  *    whatever else is configured);
- * 3. any other field unset or malformed (negative, wrong type): the stack-wide default. The agent
- *    omits zero values (`omitempty`), so "unset" is how a CiliumNode says "not configured";
- * 4. otherwise the CiliumNode's value. `pre-allocate: 0` stays 0, which the allocator resolves to
+ * 3. any other field unset (absent or `null`): the stack-wide default. The agent omits zero values
+ *    (`omitempty`), so "unset" is how a CiliumNode says "not configured";
+ * 4. set to a value of the wrong shape (a negative or fractional count, a list holding a non-string
+ *    or an empty string, a tag map with a non-string value or an empty key, a non-boolean flag): the
+ *    default too, and the field is named in `malformed`, so the planner refuses the node rather than
+ *    act on a guess. A filter that silently lost an entry would select MORE subnets or groups than
+ *    the engineer asked for; the CRD schema rejects most of these, but not every cluster runs a
+ *    validating schema (v1.12's is loose) and nothing stops a direct write to etcd;
+ * 5. otherwise the CiliumNode's value. `pre-allocate: 0` stays 0, which the allocator resolves to
  *    cilium's default watermark.
  */
 export function knobsFromCiliumNode(cn: CiliumNode | undefined, defaults: NodeKnobs): NodeKnobs {
   if (cn === undefined) return defaults;
-  const ipam = asRecord(cn.spec?.ipam);
-  const eni = asRecord(cn.spec?.eni);
-  return {
-    preAllocate: nonNegativeInteger(ipam['pre-allocate']) ?? defaults.preAllocate,
-    minAllocate: nonNegativeInteger(ipam['min-allocate']) ?? defaults.minAllocate,
-    maxAllocate: nonNegativeInteger(ipam['max-allocate']) ?? defaults.maxAllocate,
-    maxAboveWatermark: nonNegativeInteger(ipam['max-above-watermark']) ?? defaults.maxAboveWatermark,
-    firstInterfaceIndex: nonNegativeInteger(eni['first-interface-index']) ?? defaults.firstInterfaceIndex,
-    subnetIds: stringList(eni['subnet-ids']) ?? defaults.subnetIds,
-    subnetTags: stringMap(eni['subnet-tags']) ?? defaults.subnetTags,
-    securityGroups: stringList(eni['security-groups']) ?? defaults.securityGroups,
-    securityGroupTags: stringMap(eni['security-group-tags']) ?? defaults.securityGroupTags,
-    excludeInterfaceTags: stringMap(eni['exclude-interface-tags']) ?? defaults.excludeInterfaceTags,
-    usePrimaryAddress: boolean(eni['use-primary-address']) ?? defaults.usePrimaryAddress,
-    disablePrefixDelegation: boolean(eni['disable-prefix-delegation']) ?? defaults.disablePrefixDelegation,
-    deleteOnTermination: boolean(eni['delete-on-termination']) ?? true,
+  const malformed: string[] = [];
+  const ipam = knobReader(cn.spec?.ipam, 'spec.ipam', malformed);
+  const eni = knobReader(cn.spec?.eni, 'spec.eni', malformed);
+  const knobs: NodeKnobs = {
+    preAllocate: ipam('pre-allocate', nonNegativeInteger) ?? defaults.preAllocate,
+    minAllocate: ipam('min-allocate', nonNegativeInteger) ?? defaults.minAllocate,
+    maxAllocate: ipam('max-allocate', nonNegativeInteger) ?? defaults.maxAllocate,
+    maxAboveWatermark: ipam('max-above-watermark', nonNegativeInteger) ?? defaults.maxAboveWatermark,
+    firstInterfaceIndex: eni('first-interface-index', nonNegativeInteger) ?? defaults.firstInterfaceIndex,
+    subnetIds: eni('subnet-ids', stringList) ?? defaults.subnetIds,
+    subnetTags: eni('subnet-tags', stringMap) ?? defaults.subnetTags,
+    securityGroups: eni('security-groups', stringList) ?? defaults.securityGroups,
+    securityGroupTags: eni('security-group-tags', stringMap) ?? defaults.securityGroupTags,
+    excludeInterfaceTags: eni('exclude-interface-tags', stringMap) ?? defaults.excludeInterfaceTags,
+    usePrimaryAddress: eni('use-primary-address', boolean) ?? defaults.usePrimaryAddress,
+    disablePrefixDelegation: eni('disable-prefix-delegation', boolean) ?? defaults.disablePrefixDelegation,
+    deleteOnTermination: eni('delete-on-termination', boolean) ?? true,
   };
+  return malformed.length > 0 ? { ...knobs, malformed } : knobs;
 }
 
+/** A value reader: the knob's value, or `undefined` when it has the wrong shape. */
+interface KnobParser<T> {
+  readonly expected: string;
+  parse(value: unknown): T | undefined;
+}
+
+/**
+ * Reads the knobs of one `section` of the spec (found at `path`): an unset knob is `undefined`; a
+ * malformed one is `undefined` too, and is named in `malformed` with what was expected and found.
+ */
+function knobReader(section: unknown, path: string, malformed: string[]) {
+  const fields = asRecord(section);
+  return <T>(key: string, parser: KnobParser<T>): T | undefined => {
+    const value = fields[key];
+    if (value === undefined || value === null) return undefined;
+    const parsed = parser.parse(value);
+    if (parsed === undefined)
+      malformed.push(`${path}.${key}: expected ${parser.expected}, got ${preview(value)}`);
+    return parsed;
+  };
+}
 /**
  * The instance the CiliumNode belongs to: `spec.instance-id`, falling back to the obsolete
  * `spec.eni.instance-id` older agents wrote (cilium `CiliumNode.InstanceID()`). `undefined` when
@@ -88,24 +117,45 @@ function asRecord(value: unknown): Record<string, unknown> {
     : {};
 }
 
-function nonNegativeInteger(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
-}
+const nonNegativeInteger: KnobParser<number> = {
+  expected: 'a non-negative integer',
+  parse: (value) => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined),
+};
 
-function boolean(value: unknown): boolean | undefined {
-  return typeof value === 'boolean' ? value : undefined;
-}
+const boolean: KnobParser<boolean> = {
+  expected: 'true or false',
+  parse: (value) => (typeof value === 'boolean' ? value : undefined),
+};
 
-function stringList(value: unknown): string[] | undefined {
-  if (!Array.isArray(value)) return undefined;
-  return value.filter((item): item is string => typeof item === 'string' && item !== '');
-}
+const stringList: KnobParser<string[]> = {
+  expected: 'a list of non-empty strings',
+  parse: (value) =>
+    Array.isArray(value) && value.every((item) => typeof item === 'string' && item !== '')
+      ? (value as string[])
+      : undefined,
+};
 
-function stringMap(value: unknown): Tags | undefined {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
-  return Object.fromEntries(
-    Object.entries(value).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
-  );
+/** Tag maps: EC2 tag keys are 1 to 128 characters, so an empty key can only be a mistake. */
+const stringMap: KnobParser<Tags> = {
+  expected: 'a map of non-empty tag keys to string values',
+  parse: (value) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+    const entries = Object.entries(value);
+    return entries.every(([key, tagValue]) => key !== '' && typeof tagValue === 'string')
+      ? (Object.fromEntries(entries) as Tags)
+      : undefined;
+  },
+};
+
+/** A short rendering of a malformed value for the node's error: JSON, cut at 60 characters. */
+function preview(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = Object.prototype.toString.call(value);
+  }
+  return text.length > 60 ? `${text.slice(0, 59)}…` : text;
 }
 
 /** The CiliumNode only when it belongs to this instance (a foreign one is never trusted). */

@@ -129,6 +129,12 @@ export interface NodeKnobs {
   readonly usePrimaryAddress: boolean;
   readonly disablePrefixDelegation: boolean;
   readonly deleteOnTermination: boolean;
+  /**
+   * Knobs the CiliumNode sets to a value of the wrong shape, each as `<field path>: <problem>`
+   * (`knobsFromCiliumNode`); absent when there is none. Such a knob is never guessed at: its field
+   * above holds the default, and the planner refuses to allocate (`MalformedKnob`) until it is fixed.
+   */
+  readonly malformed?: readonly string[];
 }
 
 /** An error recorded on the node item; the sync surfaces it in `status.ipam.operator-status.error`. */

@@ -44,10 +44,18 @@ export interface SubnetChoiceInputs {
  *
  * Differences from cilium, on purpose: cilium returns one subnet and may return an exhausted one
  * from rule 1 or 2 (it never checks free addresses there); we never offer a subnet with 0 free.
- * Like cilium (since `eec7036ba0`), rules 1 and 2 fall through to 3-5 when nothing matches them.
+ * Like cilium (since `eec7036ba0`), rules 1 and 2 fall through to 3-5 when their subnets are full
+ * or match nothing, with one exception (`subnetIdsNameNothingHere`): when `subnet-ids` is set, no
+ * listed subnet is in the instance's VPC and zone, and `subnet-tags` finds none there either, the
+ * list is empty. Cilium then quietly puts the ENI in the node subnet; but whoever lists subnet ids
+ * asks for pod addresses in THOSE subnets (their route tables, NACLs, address plan), and an id that
+ * names a subnet of another VPC, or none at all, is a mistake to report, not a hint to ignore. The
+ * planner reports it (`SubnetIdsUnusable`). A list that spans zones (the agent's cluster-wide
+ * `--subnet-ids-filter`) is served wherever it names a subnet of the node's zone.
  * Cilium's rule 4 only looks at subnets listed in `subnet-ids`; ours looks at every eligible one.
  */
 export function chooseSubnets(inputs: SubnetChoiceInputs): SubnetCandidate[] {
+  if (subnetIdsNameNothingHere(inputs)) return [];
   const eligible = eligibleSubnets(inputs);
   const chosen: SubnetCandidate[] = [];
   const chosenIds = new Set<string>();
@@ -90,6 +98,26 @@ export function chooseSubnets(inputs: SubnetChoiceInputs): SubnetCandidate[] {
   }
   add(eligible, 'vpc-and-zone');
   return chosen;
+}
+
+/**
+ * Whether `subnet-ids` is set but names no subnet of the instance's VPC and zone (whatever its free
+ * addresses), and `subnet-tags` matches none there either: a new ENI has nowhere it was allowed to
+ * go. `inputs.subnets` must list every subnet of that VPC and zone (the EC2 adapter's listing does),
+ * so an id missing from it is unknown, in another VPC, or in another zone.
+ */
+export function subnetIdsNameNothingHere(
+  inputs: Pick<SubnetChoiceInputs, 'instance' | 'subnets' | 'knobs'>,
+): boolean {
+  const { subnetIds, subnetTags } = inputs.knobs;
+  if (subnetIds.length === 0) return false;
+  const here = inputs.subnets.filter(
+    (subnet) =>
+      subnet.vpcId === inputs.instance.vpcId && subnet.availabilityZone === inputs.instance.availabilityZone,
+  );
+  const listed = new Set(subnetIds);
+  if (here.some((subnet) => listed.has(subnet.id))) return false;
+  return !(hasTags(subnetTags) && here.some((subnet) => matchesAllTags(subnet.tags, subnetTags)));
 }
 
 /** The candidates' ids, in order: what the create-ENI plan carries. */

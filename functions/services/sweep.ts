@@ -4,8 +4,9 @@ import { forEachWithConcurrency } from '../core/concurrency.ts';
 import { trustedCiliumNode } from '../core/knobs.ts';
 import type { InstanceLimits } from '../core/model.ts';
 import { decideNodeSweep, type NodeSweepDecision, recordsMissingFromCluster } from '../core/sweep-plan.ts';
+import { readAllRecords } from '../core/unreadable-records.ts';
 import { type AllocationDependencies, allocateNode } from './allocate-node.ts';
-import { allRecords, type LifecycleDependencies, retireNode } from './node-lifecycle.ts';
+import { type LifecycleDependencies, retireNode } from './node-lifecycle.ts';
 import { releaseExcess } from './release-excess.ts';
 import type { ReleaseSettings } from './release-record.ts';
 
@@ -16,7 +17,9 @@ import type { ReleaseSettings } from './release-record.ts';
  * reconciles only the nodes that need it (missed launch, drift, deficit, changed knobs, a recorded
  * error, an abandoned claim) through the same path as the EC2-event function, advances the excess-IP
  * release handshake of the nodes where it can move (`releaseExcess`), and retires records whose
- * instance is gone.
+ * instance is gone. A table item that cannot be read (`readAllRecords`: a newer release's layout,
+ * wrong types) is that node's failure, listed and logged, and its instance is left alone this
+ * round (neither served as a missed launch nor retired); every other node is swept as usual.
  */
 
 export interface SweepDependencies extends Omit<AllocationDependencies, 'invocationId'> {
@@ -44,13 +47,13 @@ const LIVE_STATES = ['pending', 'running', 'stopping', 'stopped'] as const;
 
 export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
   const { ec2, log } = deps;
-  const [clusterInstances, records, ciliumNodes, defaultKnobs, table] = await Promise.all([
+  const [clusterInstances, { records, unreadable }, ciliumNodes, defaultKnobs, table] = await Promise.all([
     ec2.listClusterInstances(
       clusterTagKey(deps.settings.clusterName),
       deps.settings.clusterTagValues,
       LIVE_STATES,
     ),
-    allRecords(deps.store),
+    readAllRecords(deps.store),
     deps.ciliumNodes.list(),
     deps.preAgentKnobs?.() ?? deps.settings.defaultKnobs,
     deps.tableGeneration?.(),
@@ -68,10 +71,12 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
   const release: ReleaseSettings = deps.release ?? { enabled: false, delayMs: 0 };
   const reconciled: Record<string, number> = {};
   const skipped: Record<string, number> = {};
-  const failed: { instanceId: string; error: string }[] = [];
+  const failed: { instanceId: string; error: string }[] = [...unreadable];
+  for (const item of unreadable) log.error('sweep cannot read a node record; node left alone', { ...item });
+  const unreadableIds = new Set(unreadable.map((item) => item.instanceId));
   const agentProtocols: Record<AgentProtocol, number> = { crd: 0, 'multi-pool': 0 };
   const decisions = clusterInstances
-    .filter((listed) => listed.instance.state === 'running')
+    .filter((listed) => listed.instance.state === 'running' && !unreadableIds.has(listed.instance.id))
     .map((listed) => {
       const ciliumNode = trustedCiliumNode(
         ciliumNodeByName.get(nodeNameFor(listed.instance, settings.nodeNaming)),

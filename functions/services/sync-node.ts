@@ -9,6 +9,7 @@ import { CrdFieldDroppedError } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
 import type { Log, NodeRecordStore } from '../core/ports.ts';
 import { enisWithDroppedIpv6Prefixes, planSyncStep, type SyncWriteStep } from '../core/sync-plan.ts';
+import { readRecordPage } from '../core/unreadable-records.ts';
 
 /**
  * The sync: makes a node's CiliumNode show one consistent version of its node record, one planned
@@ -278,7 +279,8 @@ export interface SyncAllSummary {
  * counted without a sync. A node whose CiliumNode is already in sync with its listed record, or
  * shows a newer version of it, is counted without reading the record again (`syncListed`). A node
  * that fails does not stop the others; failures are logged and listed in the summary for the
- * caller to surface.
+ * caller to surface; so is an item the table holds that is no readable record (`readRecordPage`:
+ * a newer release's layout, wrong types), which is never published.
  */
 export async function syncAll(deps: SyncDependencies, options: SyncAllOptions): Promise<SyncAllSummary> {
   const outcomes: Partial<Record<SyncOutcome, number>> = {};
@@ -287,9 +289,13 @@ export async function syncAll(deps: SyncDependencies, options: SyncAllOptions): 
   let writes = 0;
   let pageToken: string | undefined;
   do {
-    const page = await deps.store.listPage(pageToken);
+    const page = await readRecordPage(deps.store, pageToken);
     pageToken = page.nextPageToken;
-    nodes += page.records.length;
+    nodes += page.records.length + page.unreadable.length;
+    for (const item of page.unreadable) {
+      deps.log.error('sync cannot read a node record; nothing written for it', { ...item });
+      failed.push(item);
+    }
     const active = page.records.filter((record) => record.lifecycle !== 'retired');
     outcomes.retired = (outcomes.retired ?? 0) + (page.records.length - active.length);
     const results: SyncResult[] = [];

@@ -4,6 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { dynamoItemSizeBytes } from '../../../functions/aws/item-size.ts';
 import { nodeTableSchema } from '../../../functions/aws/node-table-schema.ts';
 import { NewerRecordSchemaError, VersionConflictError } from '../../../functions/core/errors.ts';
+import { UnreadableRecordsError } from '../../../functions/core/unreadable-records.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 
@@ -63,7 +64,40 @@ describe('DynamoNodeRecordStore on DynamoDB Local', () => {
     await expect(table.store.put({ ...newer, version: 2 }, 1)).rejects.toThrow(
       new RegExp(`schema version ${nodeTableSchema.recordSchemaVersion + 1}`),
     );
-    await expect(table.store.listPage()).rejects.toThrow(/finish deploying the newer release/);
+    // The scan reads the page to its end: the readable records travel with the error.
+    const scan = await table.store.listPage().catch((error: unknown) => error);
+    expect(scan).toBeInstanceOf(UnreadableRecordsError);
+    expect((scan as UnreadableRecordsError).message).toMatch(/finish deploying the newer release/);
+    expect((scan as UnreadableRecordsError).unreadable.map((item) => item.instanceId)).toEqual([
+      newer.instanceId,
+    ]);
+    expect((scan as UnreadableRecordsError).page.records.map((item) => item.instanceId).sort()).toEqual(
+      [record.instanceId, dualStack.instanceId].sort(),
+    );
+  });
+
+  it.each([
+    { case: 'enis not a list', fields: { enis: 'garbage' }, names: /enis has the wrong type/ },
+    { case: 'version a string', fields: { version: 'one' }, names: /version has the wrong type/ },
+    { case: 'an ENI without an id', fields: { enis: [{ secondaryIps: [] }] }, names: /enis\[0\] is no ENI/ },
+    { case: 'no nodeName', fields: { nodeName: undefined }, names: /nodeName has the wrong type/ },
+  ])('refuses an item of the wrong shape: $case', async ({ fields, names }) => {
+    const table = await createTestNodeTable();
+    const item = { ...nodeRecordFixture({ instanceId: 'i-00000000000000041' }), ...fields };
+    await table.client.send(
+      new PutItemCommand({
+        TableName: table.tableName,
+        Item: marshall(item, { removeUndefinedValues: true }),
+      }),
+    );
+    await expect(table.store.get(item.instanceId)).rejects.toMatchObject({
+      name: 'MalformedRecordError',
+      message: names,
+    });
+    await expect(table.store.listPage()).rejects.toMatchObject({
+      name: 'UnreadableRecordsError',
+      message: names,
+    });
   });
 
   it('reads release entries written before they carried withdrawnInVersion, and keeps the field once written', async () => {

@@ -230,7 +230,7 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
       case: 'no subnet with free addresses in the VPC and zone: blocked with cilium wording',
       snapshot: m5({
         knobs: knobs({ firstInterfaceIndex: 1, subnetIds: ['subnet-pods-a'], subnetTags: { role: 'pods' } }),
-        subnets: [exhaustedNodeSubnet, { ...podsA, availabilityZone: 'us-east-1b' }],
+        subnets: [exhaustedNodeSubnet, { ...podsA, availableAddresses: 0 }],
       }),
       plan: {
         kind: 'blocked',
@@ -238,6 +238,51 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
         message:
           'No matching subnet available for interface creation (VPC=vpc-0a1b2c AZ=us-east-1a ' +
           'SubnetIDs=[subnet-pods-a] SubnetTags=map[role:pods])',
+      },
+    },
+    {
+      case: 'subnet-ids naming only subnets elsewhere: refused, never the node subnet instead',
+      snapshot: m5({
+        knobs: knobs({ firstInterfaceIndex: 1, subnetIds: ['subnet-other-vpc', 'subnet-pods-a'] }),
+        subnets: [NODE_SUBNET, { ...podsA, availabilityZone: 'us-east-1b' }],
+      }),
+      plan: {
+        kind: 'blocked',
+        code: 'SubnetIdsUnusable',
+        message:
+          'spec.eni.subnet-ids [subnet-other-vpc subnet-pods-a] names no subnet of VPC vpc-0a1b2c in zone ' +
+          'us-east-1a (each is unknown, in another VPC or in another zone); no ENI is created for ' +
+          'instance i-0123456789abcdef0 outside the subnets it names',
+      },
+    },
+    {
+      case: 'subnet-ids elsewhere but subnet-tags matching here: the tagged subnet',
+      snapshot: m5({
+        knobs: knobs({
+          firstInterfaceIndex: 1,
+          subnetIds: ['subnet-other-vpc'],
+          subnetTags: { role: 'pods' },
+        }),
+        subnets: [NODE_SUBNET, podsA],
+      }),
+      plan: createEni({
+        deviceIndex: 1,
+        subnetCandidates: ['subnet-pods-a', 'subnet-node'],
+        ipCount: 8,
+        neededIps: 8,
+      }),
+    },
+    {
+      case: 'a malformed knob: refused, naming it',
+      snapshot: m5({
+        knobs: knobs({ firstInterfaceIndex: 1, malformed: ['spec.eni.subnet-tags: expected a map'] }),
+      }),
+      plan: {
+        kind: 'blocked',
+        code: 'MalformedKnob',
+        message:
+          'refusing to allocate for instance i-0123456789abcdef0 until its CiliumNode is fixed: ' +
+          'spec.eni.subnet-tags: expected a map',
       },
     },
     {
@@ -414,14 +459,25 @@ describe('planAllocation on t3.medium (3 ENIs x 6 addresses)', () => {
       plan: { kind: 'none', reason: 'instance-at-capacity', neededIps: 0 },
     },
     {
-      case: 'first-interface-index 3: no ENI can ever be used',
+      case: 'first-interface-index 3: no ENI can ever be used, so the knob is refused, not read as a full node',
       snapshot: t3({ knobs: knobs({ firstInterfaceIndex: 3 }), usedIpCount: 2 }),
-      plan: { kind: 'none', reason: 'instance-at-capacity', neededIps: 2 },
+      plan: {
+        kind: 'blocked',
+        code: 'FirstInterfaceIndexOutOfRange',
+        message:
+          'spec.eni.first-interface-index 3 is beyond instance type t3.medium, whose 3 interfaces have ' +
+          'device indexes 0 to 2: no ENI of instance i-0123456789abcdef0 may be used or attached',
+      },
     },
     {
-      case: 'first-interface-index 3 and nothing used: pre-allocate seeds to 0',
-      snapshot: t3({ knobs: knobs({ firstInterfaceIndex: 3 }) }),
-      plan: { kind: 'none', reason: 'pool-satisfied', neededIps: 0 },
+      case: 'first-interface-index 9 and nothing used: refused all the same',
+      snapshot: t3({ knobs: knobs({ firstInterfaceIndex: 9 }) }),
+      plan: expect.objectContaining({ kind: 'blocked', code: 'FirstInterfaceIndexOutOfRange' }),
+    },
+    {
+      case: 'first-interface-index 2, the last index: served',
+      snapshot: t3({ knobs: knobs({ firstInterfaceIndex: 2 }) }),
+      plan: expect.objectContaining({ kind: 'create-eni', deviceIndex: 2 }),
     },
     {
       case: 'prefix delegation: one /28',

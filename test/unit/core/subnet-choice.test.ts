@@ -44,13 +44,30 @@ describe('chooseSubnets', () => {
       ],
     },
     {
-      case: 'subnet-ids outside the VPC or zone are ignored',
+      case: 'subnet-ids naming nothing in the VPC and zone: no subnet at all, never the node subnet',
       subnets: [podsA, otherZone, otherVpc, NODE_SUBNET],
-      knobSet: knobs({ subnetIds: ['subnet-other-zone', 'subnet-other-vpc'] }),
+      knobSet: knobs({ subnetIds: ['subnet-other-zone', 'subnet-other-vpc', 'subnet-unknown'] }),
+      excluded: [],
+      expected: [],
+    },
+    {
+      case: 'subnet-ids spanning zones: the one of this zone, then the fallbacks',
+      subnets: [podsA, otherZone, NODE_SUBNET],
+      knobSet: knobs({ subnetIds: ['subnet-other-zone', 'subnet-pods-a'] }),
       excluded: [],
       expected: [
+        ['subnet-pods-a', 'subnet-ids'],
         ['subnet-node', 'node-subnet'],
-        ['subnet-pods-a', 'vpc-and-zone'],
+      ],
+    },
+    {
+      case: 'subnet-ids elsewhere, subnet-tags matching here: the tagged subnets and the fallbacks',
+      subnets: [podsA, otherVpc, NODE_SUBNET],
+      knobSet: knobs({ subnetIds: ['subnet-other-vpc'], subnetTags: { role: 'pods' } }),
+      excluded: [],
+      expected: [
+        ['subnet-pods-a', 'subnet-tags'],
+        ['subnet-node', 'node-subnet'],
       ],
     },
     {

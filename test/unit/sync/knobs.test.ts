@@ -72,27 +72,71 @@ describe('knobsFromCiliumNode', () => {
       key: 'firstInterfaceIndex',
       expected: 0,
     },
-    {
-      case: 'negative first-interface-index is ignored',
-      eni: { 'first-interface-index': -1 },
-      key: 'firstInterfaceIndex',
-      expected: 0,
-    },
-    {
-      case: 'non-boolean use-primary-address is ignored',
-      eni: { 'use-primary-address': 'yes' },
-      key: 'usePrimaryAddress',
-      expected: false,
-    },
-    {
-      case: 'non-string tag values are dropped',
-      eni: { 'exclude-interface-tags': { a: '1', b: 2 } },
-      key: 'excludeInterfaceTags',
-      expected: { a: '1' },
-    },
   ] as const)('$case', ({ eni, key, expected }) => {
     const cn = node({ eni: eni as CiliumEniSpec });
     expect(knobsFromCiliumNode(cn, stackDefaults)[key]).toEqual(expected);
+  });
+
+  it.each([
+    {
+      case: 'a negative first-interface-index',
+      spec: { eni: { 'first-interface-index': -1 } },
+      malformed: 'spec.eni.first-interface-index: expected a non-negative integer, got -1',
+    },
+    {
+      case: 'a fractional pre-allocate',
+      spec: { ipam: { 'pre-allocate': 1.5 } },
+      malformed: 'spec.ipam.pre-allocate: expected a non-negative integer, got 1.5',
+    },
+    {
+      case: 'a non-boolean use-primary-address',
+      spec: { eni: { 'use-primary-address': 'yes' } },
+      malformed: 'spec.eni.use-primary-address: expected true or false, got "yes"',
+    },
+    {
+      case: 'subnet-tags as a string, not a map',
+      spec: { eni: { 'subnet-tags': 'tier=pods' } },
+      malformed:
+        'spec.eni.subnet-tags: expected a map of non-empty tag keys to string values, got "tier=pods"',
+    },
+    {
+      case: 'a tag filter with a non-string value (dropping it would widen the filter)',
+      spec: { eni: { 'exclude-interface-tags': { a: '1', b: 2 } } },
+      malformed:
+        'spec.eni.exclude-interface-tags: expected a map of non-empty tag keys to string values, got {"a":"1","b":2}',
+    },
+    {
+      case: 'a tag filter with an empty key',
+      spec: { eni: { 'security-group-tags': { '': 'pods' } } },
+      malformed:
+        'spec.eni.security-group-tags: expected a map of non-empty tag keys to string values, got {"":"pods"}',
+    },
+    {
+      case: 'subnet-ids holding a number',
+      spec: { eni: { 'subnet-ids': ['subnet-a', 7] } },
+      malformed: 'spec.eni.subnet-ids: expected a list of non-empty strings, got ["subnet-a",7]',
+    },
+    {
+      case: 'security-groups as one string',
+      spec: { eni: { 'security-groups': 'sg-1' } },
+      malformed: 'spec.eni.security-groups: expected a list of non-empty strings, got "sg-1"',
+    },
+  ])('reads $case as the default and names it in malformed', ({ spec, malformed }) => {
+    const knobs = knobsFromCiliumNode(node(spec as CiliumNode['spec']), stackDefaults);
+    expect(knobs.malformed).toEqual([malformed]);
+    expect({ ...knobs, malformed: undefined }).toEqual({
+      ...stackDefaults,
+      deleteOnTermination: true,
+      malformed: undefined,
+    });
+  });
+
+  it('names nothing malformed when every knob is unset or null', () => {
+    const knobs = knobsFromCiliumNode(
+      node({ eni: { 'subnet-ids': null } as unknown as CiliumEniSpec }),
+      stackDefaults,
+    );
+    expect(knobs).not.toHaveProperty('malformed');
   });
 
   it('keeps an explicit pre-allocate 0 (the allocator resolves it to cilium default)', () => {
