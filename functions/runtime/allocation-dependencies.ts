@@ -31,6 +31,24 @@ export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId'>
   readonly prepareKubernetes: () => void;
 };
 
+/** The allocation's settings, each from its variable (defaults are the configuration contract's). */
+function allocationSettings(environment: Environment): AllocationSettings {
+  return {
+    clusterName: environment.string('CLUSTER_NAME'),
+    clusterTagValues: environment.list('CLUSTER_TAG_VALUES'),
+    nodeNaming: environment.oneOf<'private-dns-name' | 'instance-id'>('NODE_NAMING'),
+    defaultKnobs: readDefaultKnobs(environment),
+    prefixDelegationEnabled: environment.boolean('PREFIX_DELEGATION'),
+    eniTags: environment.stringMap('ENI_TAGS'),
+    // Longer than the function's 2-minute timeout, so a live holder is never overtaken.
+    leaseDurationMs: environment.integer('LEASE_DURATION_SECONDS') * 1000,
+    consistencyGraceMs: environment.integer('CONSISTENCY_GRACE_SECONDS') * 1000,
+    maxRoundsPerInvocation: 32,
+    maxAttachAttempts: 5,
+    paused: environment.boolean('PAUSED'),
+  };
+}
+
 /**
  * Builds the allocating functions' dependencies from the environment the stack sets. Clients are
  * created here, once per container; endpoints come only from the SDK's standard configuration.
@@ -40,22 +58,8 @@ export function buildAllocationDependencies(
   log: ReturnType<typeof createLog>,
 ): ContainerDependencies {
   const environment = new Environment(variables);
-  const clusterName = environment.string('CLUSTER_NAME');
-  const eniTags = environment.stringMap('ENI_TAGS');
-  const settings: AllocationSettings = {
-    clusterName,
-    clusterTagValues: environment.list('CLUSTER_TAG_VALUES'),
-    nodeNaming: environment.oneOf<'private-dns-name' | 'instance-id'>('NODE_NAMING'),
-    defaultKnobs: readDefaultKnobs(environment),
-    prefixDelegationEnabled: environment.boolean('PREFIX_DELEGATION'),
-    eniTags,
-    // Longer than the function's 2-minute timeout, so a live holder is never overtaken.
-    leaseDurationMs: environment.integer('LEASE_DURATION_SECONDS') * 1000,
-    consistencyGraceMs: environment.integer('CONSISTENCY_GRACE_SECONDS') * 1000,
-    maxRoundsPerInvocation: 32,
-    maxAttachAttempts: 5,
-    paused: environment.boolean('PAUSED'),
-  };
+  const settings = allocationSettings(environment);
+  const { clusterName, eniTags } = settings;
   const ec2Client = createEc2Client();
   const ec2 = withInstanceLimitsCatalog(
     createEc2NetworkAdapter({ client: ec2Client, clusterName, extraTags: eniTags }),
@@ -68,19 +72,11 @@ export function buildAllocationDependencies(
   const tableName = environment.string('TABLE_NAME');
   const store = new DynamoNodeRecordStore(dynamoDb, tableName);
   const tableGeneration = tableGenerationOf(dynamoDb, tableName);
-  const kubernetesConnection = kubernetesConnectionFromEnv(variables);
-  const kubernetesCredentials = { credentials: () => ec2Client.config.credentials() };
-  const ciliumConfig = new LazyConfigMapReader(kubernetesConnection, kubernetesCredentials, {
-    namespace: environment.string('CILIUM_CONFIG_NAMESPACE'),
-    name: environment.string('CILIUM_CONFIG_NAME'),
-  });
+  const { ciliumConfig, ciliumNodes } = kubernetesReaders(variables, environment, ec2Client);
   const preAgentKnobSettings = {
     stackDefaults: settings.defaultKnobs,
     agentReadsNodeKeys: agentReadsNodeKeys(environment.optionalString('CILIUM_VERSION')),
   };
-  const ciliumNodes = new LazyCiliumNodeApi(kubernetesConnection, kubernetesCredentials, {
-    fieldManager: 'serverless-eni-ipam',
-  });
   return {
     store,
     ec2,
@@ -113,5 +109,24 @@ export function buildAllocationDependencies(
       delayMs: environment.integer('EXCESS_IP_RELEASE_DELAY_SECONDS') * 1000,
     },
     preAgentKnobsForInvocation: () => preAgentKnobsForInvocation(ciliumConfig, preAgentKnobSettings, log),
+  };
+}
+
+/** The cluster's `cilium-config` reader and the CiliumNode client, both loaded on first use. */
+function kubernetesReaders(
+  variables: Readonly<Record<string, string | undefined>>,
+  environment: Environment,
+  ec2Client: ReturnType<typeof createEc2Client>,
+) {
+  const kubernetesConnection = kubernetesConnectionFromEnv(variables);
+  const kubernetesCredentials = { credentials: () => ec2Client.config.credentials() };
+  return {
+    ciliumConfig: new LazyConfigMapReader(kubernetesConnection, kubernetesCredentials, {
+      namespace: environment.string('CILIUM_CONFIG_NAMESPACE'),
+      name: environment.string('CILIUM_CONFIG_NAME'),
+    }),
+    ciliumNodes: new LazyCiliumNodeApi(kubernetesConnection, kubernetesCredentials, {
+      fieldManager: 'serverless-eni-ipam',
+    }),
   };
 }
