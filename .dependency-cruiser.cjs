@@ -1,8 +1,7 @@
 /**
  * The architecture as rules (`npm run check` runs them): a pure core, one adapter per external
  * system, services that reach adapters only through the ports the core defines, handlers that wire.
- * Violations that exist today are listed in .dependency-cruiser-known-violations.json and reported
- * as warnings until the allocation service is split; any new one fails the check.
+ * There are no exceptions: any violation fails the check.
  */
 module.exports = {
   forbidden: [

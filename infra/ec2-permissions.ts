@@ -1,6 +1,6 @@
 import { Stack, Token, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import { ENI_TAG_KEYS, OWNER_TAG_VALUE } from '../functions/aws/eni-tags.ts';
+import { ENI_TAG_KEYS, OWNER_TAG_VALUE } from '../functions/core/eni-ownership.ts';
 
 /**
  * The EC2 permissions of the allocating functions, least privilege after AWS's scope-down policy for

@@ -1,52 +1,21 @@
 import { EC2ServiceException } from '@aws-sdk/client-ec2';
+import { Ec2Failure, type Ec2FailureKind } from '../core/ec2-failure.ts';
 
 /**
  * EC2 API errors, classified in ONE place (after karpenter's `pkg/errors/errors.go`). The EC2
- * adapter converts every `EC2ServiceException` into an `Ec2Error` (`toEc2Error`), so nothing
- * outside `functions/aws/` sees SDK shapes, and every branch our code takes on an EC2 failure goes
- * through one of the predicates below. The texts some predicates match are the ones EC2 sends and
- * cilium / amazon-vpc-cni match on; EC2 reuses `InvalidParameterValue` for unrelated failures, so
- * the message is the only way to tell them apart.
+ * adapter converts every `EC2ServiceException` into the domain's `Ec2Failure` (`toEc2Failure`), so
+ * nothing outside `functions/aws/` sees SDK shapes or EC2's codes, and every branch our code takes
+ * on an EC2 failure is a branch on its `kind`. The texts some rules match are the ones EC2 sends
+ * and cilium / amazon-vpc-cni match on; EC2 reuses `InvalidParameterValue` for unrelated failures,
+ * so the message is the only way to tell them apart.
  */
-export class Ec2Error extends Error {
-  override readonly name = 'Ec2Error';
-  /** HTTP status of the failed response (400 client error, 5xx server side); absent when unknown. */
-  readonly httpStatusCode: number | undefined;
-  /** EC2's request id, for correlating with CloudTrail and AWS support. */
-  readonly requestId: string | undefined;
-  /** The EC2 action that failed (e.g. `AttachNetworkInterface`), when the adapter knows it. */
+
+/** One EC2 error answer, as the rules read it. */
+interface Ec2Answer {
+  readonly code: string;
+  readonly message: string;
   readonly action: string | undefined;
-
-  constructor(
-    /** The EC2 error code, e.g. `InvalidNetworkInterfaceID.NotFound`, `RequestLimitExceeded`. */
-    readonly code: string,
-    message: string,
-    options?: ErrorOptions & {
-      readonly httpStatusCode?: number;
-      readonly requestId?: string;
-      readonly action?: string;
-    },
-  ) {
-    super(message, options);
-    this.httpStatusCode = options?.httpStatusCode;
-    this.requestId = options?.requestId;
-    this.action = options?.action;
-  }
-}
-
-/**
- * Converts an SDK `EC2ServiceException` into an `Ec2Error` that keeps it as `cause`. Anything else
- * (an `Ec2Error` already, a network error such as ECONNRESET, a bug) is returned unchanged: those
- * are not EC2 answers and must reach the caller as they are.
- */
-export function toEc2Error(error: unknown, action?: string): unknown {
-  if (!(error instanceof EC2ServiceException)) return error;
-  return new Ec2Error(error.name, error.message, {
-    cause: error,
-    httpStatusCode: error.$metadata.httpStatusCode,
-    requestId: error.$metadata.requestId,
-    ...(action === undefined ? {} : { action }),
-  });
+  readonly httpStatusCode: number | undefined;
 }
 
 /** Error codes EC2 (and the AWS SDKs' shared list) use for "slow down". */
@@ -70,151 +39,111 @@ const SERVER_ERROR_CODES: ReadonlySet<string> = new Set([
   'Unavailable',
 ]);
 
-/** The code of an `Ec2Error`, or undefined for anything else. */
-function codeOf(error: unknown): string | undefined {
-  return error instanceof Ec2Error ? error.code : undefined;
-}
-
-function isInvalidParameterValueSaying(error: unknown, text: string): boolean {
-  return codeOf(error) === 'InvalidParameterValue' && (error as Ec2Error).message.includes(text);
-}
-
-/**
- * Any `*.NotFound` (InvalidInstanceID.NotFound, InvalidNetworkInterfaceID.NotFound,
- * InvalidAttachmentID.NotFound, InvalidSubnetID.NotFound, ...). Right after we created the
- * resource this is EC2's eventual consistency, not proof of absence (see `retryWhileNotFound`).
- */
-export function isNotFound(error: unknown): boolean {
-  return codeOf(error)?.endsWith('.NotFound') ?? false;
-}
-
-/** EC2's token bucket is empty (`RequestLimitExceeded`, per account, Region and action). */
-export function isThrottled(error: unknown): boolean {
-  const code = codeOf(error);
-  return code !== undefined && THROTTLING_CODES.has(code);
-}
-
-/** A 5xx or a known server-side fault code: the same request may succeed when retried. */
-export function isRetryableServerError(error: unknown): boolean {
-  if (!(error instanceof Ec2Error)) return false;
-  if (SERVER_ERROR_CODES.has(error.code)) return true;
-  return error.httpStatusCode !== undefined && error.httpStatusCode >= 500 && !isThrottled(error);
-}
-
-/**
- * AttachNetworkInterface at a device index that is already taken ("Instance '...' already has an
- * interface attached at device index '1'."): cilium matches this text and retries with the next
- * free index, since another attach may have raced us to the index we computed.
- */
-export function isDeviceIndexConflict(error: unknown): boolean {
-  return isInvalidParameterValueSaying(error, 'interface attached at device');
-}
-
-/**
- * The ENI cannot take the request's IPv4 addresses (`PrivateIpAddressLimitExceeded` to
- * AssignPrivateIpAddresses): it holds more than our view of it says, e.g. addresses a crashed
- * invocation was given after its last record write while our record of the ENI is still the
- * fresher one (`mergeObservedEnis`). Plan around the ENI; the observation adopts them later.
- */
-export function isEniAddressLimit(error: unknown): boolean {
-  return (
-    error instanceof Ec2Error &&
-    error.action === 'AssignPrivateIpAddresses' &&
-    error.code === 'PrivateIpAddressLimitExceeded'
-  );
-}
-
-/** The subnet has too few free IPv4 addresses for the request: pick another subnet. */
-export function isSubnetFull(error: unknown): boolean {
-  return codeOf(error) === 'InsufficientFreeAddressesInSubnet';
-}
-
-/**
- * The subnet has no free contiguous /28 for a prefix: `InsufficientCidrBlocks`, or the
- * `InvalidParameterValue` text EC2 also uses for it (cilium falls back to secondary IPs on both).
- */
-export function isPrefixCapacity(error: unknown): boolean {
-  return (
-    codeOf(error) === 'InsufficientCidrBlocks' ||
-    isInvalidParameterValueSaying(error, "There aren't sufficient free Ipv4 addresses or prefixes")
-  );
-}
-
-/**
- * The ClientToken was already used with different parameters (`IdempotentParameterMismatch`):
- * a deterministic token was derived from inputs that changed, a bug to surface, not to retry.
- */
-export function isIdempotencyMismatch(error: unknown): boolean {
-  return codeOf(error) === 'IdempotentParameterMismatch';
-}
-
-/** The instance holds as many ENIs as its type allows (`AttachmentLimitExceeded`). */
-export function isAttachmentLimit(error: unknown): boolean {
-  return codeOf(error) === 'AttachmentLimitExceeded';
-}
-
-/**
- * The resource is in use: an ENI still attached (`InvalidNetworkInterface.InUse`, or
- * `InvalidParameterValue` "... is currently in use." on delete), an IP taken (`InvalidIPAddress.InUse`).
- * On delete this means "detach first and wait": DetachNetworkInterface completes asynchronously.
- */
-export function isInUse(error: unknown): boolean {
-  const code = codeOf(error);
-  if (code === undefined) return false;
-  return code.endsWith('.InUse') || isInvalidParameterValueSaying(error, 'currently in use');
-}
-
-/**
- * UnassignPrivateIpAddresses named an address or prefix the ENI no longer holds ("Some of the
- * specified addresses are not assigned to interface ..."): a replayed release.
- */
-export function isAddressNotAssigned(error: unknown): boolean {
-  return isInvalidParameterValueSaying(error, 'not assigned to interface');
-}
-
-/**
- * EC2 refused the IPv6 part of a request: any `InvalidParameterValue`, limit or capacity answer to
- * AssignIpv6Addresses (its whole request is IPv6: a subnet without an IPv6 block, a type without
- * IPv6 or without prefixes, the per-ENI limit), or an `InvalidParameterValue` naming IPv6 on a
- * create. The node's IPv4 allocation goes on without the /80; the planner routes around the subnet.
- */
-export function isIpv6Refusal(error: unknown): boolean {
-  if (!(error instanceof Ec2Error)) return false;
-  if (error.action === 'AssignIpv6Addresses') {
-    return IPV6_REFUSAL_CODES.has(error.code);
-  }
-  return error.code === 'InvalidParameterValue' && /ipv6/i.test(error.message);
-}
-
+/** Codes with which AssignIpv6Addresses (a request that is all IPv6) refuses the IPv6 it was asked for. */
 const IPV6_REFUSAL_CODES: ReadonlySet<string> = new Set([
   'InvalidParameterValue',
   'PrivateIpAddressLimitExceeded',
   'InsufficientCidrBlocks',
 ]);
 
-/** The instance is not in a state that allows the call (e.g. attach while `pending` or `stopping`). */
-export function isIncorrectInstanceState(error: unknown): boolean {
-  return codeOf(error) === 'IncorrectInstanceState';
+const saying = (answer: Ec2Answer, text: string) =>
+  answer.code === 'InvalidParameterValue' && answer.message.includes(text);
+
+/**
+ * The rules, in order; the first that matches gives the kind. The order only matters where one
+ * answer fits two rules, and then it is the order in which the services asked before the rules
+ * moved here (a create refused for room is a capacity refusal before an IPv6 one).
+ *
+ * 1. `UnauthorizedOperation` (403): the role lacks a permission, or the resource fails a condition.
+ * 2. A throttling code.
+ * 3. Any `*.NotFound` (InvalidInstanceID, InvalidNetworkInterfaceID, InvalidAttachmentID, ...).
+ * 4. `PrivateIpAddressLimitExceeded` to AssignPrivateIpAddresses: the ENI's own IPv4 limit.
+ * 5. Any refusal code of AssignIpv6Addresses: the subnet has no IPv6 block, the type no IPv6 or
+ *    no prefixes, the per-ENI limit.
+ * 6. `InsufficientFreeAddressesInSubnet`.
+ * 7. `InsufficientCidrBlocks`, or the `InvalidParameterValue` text EC2 also uses for it (cilium
+ *    falls back to secondary IPs on both).
+ * 8. An `InvalidParameterValue` naming IPv6 on a create: the IPv6 part of the request.
+ * 9. "Instance '...' already has an interface attached at device index '1'." (cilium matches it).
+ * 10. `*.InUse`, or "... is currently in use." on delete: detach first and wait.
+ * 11. "Some of the specified addresses are not assigned to interface ...": a replayed unassign.
+ * 12. `AttachmentLimitExceeded`, `IdempotentParameterMismatch`, `IncorrectInstanceState`,
+ *     `InvalidInstanceType`, each its own kind.
+ * 13. A known server-side fault code, or any 5xx.
+ */
+const RULES: readonly (readonly [Ec2FailureKind, (answer: Ec2Answer) => boolean])[] = [
+  ['unauthorized', (answer) => answer.code === 'UnauthorizedOperation'],
+  ['throttled', (answer) => THROTTLING_CODES.has(answer.code)],
+  ['not-found', (answer) => answer.code.endsWith('.NotFound')],
+  [
+    'eni-address-limit',
+    (answer) =>
+      answer.action === 'AssignPrivateIpAddresses' && answer.code === 'PrivateIpAddressLimitExceeded',
+  ],
+  [
+    'ipv6-refused',
+    (answer) => answer.action === 'AssignIpv6Addresses' && IPV6_REFUSAL_CODES.has(answer.code),
+  ],
+  ['subnet-full', (answer) => answer.code === 'InsufficientFreeAddressesInSubnet'],
+  [
+    'prefix-capacity',
+    (answer) =>
+      answer.code === 'InsufficientCidrBlocks' ||
+      saying(answer, "There aren't sufficient free Ipv4 addresses or prefixes"),
+  ],
+  [
+    'ipv6-refused',
+    (answer) =>
+      answer.action === 'CreateNetworkInterface' &&
+      answer.code === 'InvalidParameterValue' &&
+      /ipv6/i.test(answer.message),
+  ],
+  ['device-index-taken', (answer) => saying(answer, 'interface attached at device')],
+  ['in-use', (answer) => answer.code.endsWith('.InUse') || saying(answer, 'currently in use')],
+  ['address-not-assigned', (answer) => saying(answer, 'not assigned to interface')],
+  ['attachment-limit', (answer) => answer.code === 'AttachmentLimitExceeded'],
+  ['idempotency-mismatch', (answer) => answer.code === 'IdempotentParameterMismatch'],
+  ['incorrect-instance-state', (answer) => answer.code === 'IncorrectInstanceState'],
+  ['unknown-instance-type', (answer) => answer.code === 'InvalidInstanceType'],
+  [
+    'server-fault',
+    (answer) =>
+      SERVER_ERROR_CODES.has(answer.code) ||
+      (answer.httpStatusCode !== undefined && answer.httpStatusCode >= 500),
+  ],
+];
+
+/** The kind of one EC2 error answer (`RULES`); `other` when no rule matches. */
+export function classifyEc2Answer(answer: Ec2Answer): Ec2FailureKind {
+  return RULES.find(([, matches]) => matches(answer))?.[0] ?? 'other';
 }
 
 /**
- * IAM denied the call (`UnauthorizedOperation`, 403): the role lacks a permission, or the resource
- * fails a condition of it. Retrying the same call cannot succeed until the policy changes.
+ * A failure the adapter raises itself, for an answer EC2 should have given but did not (a VPC
+ * missing from a filtered describe reads as `InvalidVpcID.NotFound`), classified like EC2's own.
  */
-export function isUnauthorized(error: unknown): boolean {
-  return codeOf(error) === 'UnauthorizedOperation';
+export function ec2Failure(code: string, message: string, action?: string): Ec2Failure {
+  const kind = classifyEc2Answer({ code, message, action, httpStatusCode: undefined });
+  return new Ec2Failure(kind, code, message, { action });
 }
 
 /**
- * What to record for a denied call: the action named (AWS's message often names none), without
- * the encoded authorization failure message (kilobytes, for `sts decode-authorization-message`).
+ * Converts an SDK `EC2ServiceException` into an `Ec2Failure` that keeps it as `cause`. Anything else
+ * (an `Ec2Failure` already, a network error such as ECONNRESET, a bug) is returned unchanged: those
+ * are not EC2 answers and must reach the caller as they are.
  */
-export function describeUnauthorized(error: Ec2Error): string {
-  const message = error.message.replace(/\s*Encoded authorization failure message:.*$/s, '');
-  return `ec2:${error.action ?? 'unknown action'} was denied to this function's role: ${message}`;
-}
-
-/** DescribeInstanceTypes was asked about a type EC2 does not offer in this Region. */
-export function isUnknownInstanceType(error: unknown): boolean {
-  return codeOf(error) === 'InvalidInstanceType';
+export function toEc2Failure(error: unknown, action?: string): unknown {
+  if (!(error instanceof EC2ServiceException)) return error;
+  const answer: Ec2Answer = {
+    code: error.name,
+    message: error.message,
+    action,
+    httpStatusCode: error.$metadata.httpStatusCode,
+  };
+  return new Ec2Failure(classifyEc2Answer(answer), answer.code, answer.message, {
+    cause: error,
+    httpStatusCode: answer.httpStatusCode,
+    requestId: error.$metadata.requestId,
+    action,
+  });
 }

@@ -5,12 +5,7 @@ import {
   AttachNetworkInterfaceCommand,
   CreateNetworkInterfaceCommand,
   DeleteNetworkInterfaceCommand,
-  DescribeInstancesCommand,
   DescribeInstanceTypesCommand,
-  DescribeNetworkInterfacesCommand,
-  DescribeRouteTablesCommand,
-  DescribeSecurityGroupsCommand,
-  DescribeSubnetsCommand,
   DescribeVpcsCommand,
   DetachNetworkInterfaceCommand,
   EC2Client,
@@ -19,11 +14,24 @@ import {
   type InstanceTypeInfo,
   ModifyNetworkInterfaceAttributeCommand,
   type NetworkInterface,
+  paginateDescribeInstances,
+  paginateDescribeNetworkInterfaces,
+  paginateDescribeRouteTables,
+  paginateDescribeSecurityGroups,
+  paginateDescribeSubnets,
   type RouteTable,
   type Subnet,
   type Tag,
   UnassignPrivateIpAddressesCommand,
 } from '@aws-sdk/client-ec2';
+import { isEc2Failure } from '../core/ec2-failure.ts';
+import {
+  ENI_TAG_KEYS,
+  isOurs,
+  OWNER_TAG_VALUE,
+  tagsForNewEni,
+  validateExtraTags,
+} from '../core/eni-ownership.ts';
 import { ConfigurationError, InvalidInputError } from '../core/errors.ts';
 import { ADDRESSES_PER_IPV4_PREFIX } from '../core/ip-math.ts';
 import { canonicalIpv6Cidr } from '../core/ipv6-math.ts';
@@ -43,25 +51,29 @@ import type {
   DetachedEni,
   Ec2NetworkPort,
 } from '../core/ports.ts';
+import { ec2Failure, toEc2Failure } from './ec2-errors.ts';
 import {
-  Ec2Error,
-  isAddressNotAssigned,
-  isNotFound,
-  isPrefixCapacity,
-  isSubnetFull,
-  isUnknownInstanceType,
-  toEc2Error,
-} from './ec2-errors.ts';
-import { createEc2RetryStrategy, type Ec2RetryOptions } from './ec2-retry.ts';
-import { ENI_TAG_KEYS, isOurs, OWNER_TAG_VALUE, tagsForNewEni, validateExtraTags } from './eni-tags.ts';
+  createEc2RetryStrategy,
+  type Ec2RetryOptions,
+  type RetryWhileNotFoundOptions,
+  retryWhileNotFound,
+} from './ec2-retry.ts';
 
 /**
- * The EC2 adapter: `Ec2NetworkPort` over @aws-sdk/client-ec2. It is deliberately thin: one SDK
- * call (or one paginated describe) per port method, SDK shapes mapped to the domain model at the
- * boundary, every SDK error converted to `Ec2Error` (ec2-errors.ts). Throttling and 5xx are retried
- * by the client's retry strategy (ec2-retry.ts), not here. Nor is a `*.NotFound` on a resource we
- * just created: only the caller knows it is fresh, so it wraps the call in `retryWhileNotFound`
- * (one layer of retries, never nested ones that multiply the wait).
+ * The EC2 adapter: `Ec2NetworkPort` over @aws-sdk/client-ec2. Everything EC2-specific stays here,
+ * in one layer:
+ *
+ * 1. SDK shapes are mapped to the domain model at the boundary.
+ * 2. Every SDK error becomes the domain's `Ec2Failure`, classified once (ec2-errors.ts).
+ * 3. Throttling and 5xx are retried by the client's retry strategy (ec2-retry.ts). A `*.NotFound`
+ *    on a resource the caller says it just created is retried here (`retryWhileNotFound`, one call
+ *    at a time): only the caller knows the resource is fresh. One layer of retries per call, never
+ *    nested ones that multiply the wait.
+ * 4. Describes follow every page with the SDK's paginators.
+ * 5. The caches: VPC CIDRs, route tables and subnet listings for a TTL, subnet CIDRs for good.
+ *
+ * Most port methods are one SDK call or one paginated describe; `describeSubnets` (subnets and
+ * route tables) and `unassignIps` (after a replay, a re-read and narrower unassigns) make more.
  *
  * Describe calls are always filtered (never by bare id lists): EC2 charges unfiltered
  * DescribeInstances / DescribeNetworkInterfaces / DescribeSecurityGroups to a smaller bucket
@@ -103,6 +115,11 @@ export interface Ec2NetworkAdapterOptions {
   readonly subnetCacheTtlMs?: number;
   /** Clock for the VPC cache; default the system clock. */
   readonly nowMs?: () => number;
+  /**
+   * The waits for a `*.NotFound` on a resource the caller just created (`justCreated`,
+   * `justAttached`). Default `DEFAULT_NOT_FOUND_RETRY` with real timers; tests pass a fast `sleep`.
+   */
+  readonly notFoundRetry?: RetryWhileNotFoundOptions;
 }
 
 /** Builds the adapter; throws `ConfigurationError` for an empty cluster name or unusable extra tags. */
@@ -140,6 +157,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   /** ENI id to subnet id, from every ENI this container described or created. */
   private readonly subnetOfEni = new Map<string, string>();
   private readonly nowMs: () => number;
+  private readonly notFoundRetry: RetryWhileNotFoundOptions;
 
   constructor(
     options: Ec2NetworkAdapterOptions,
@@ -151,6 +169,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     this.vpcCacheTtlMs = options.vpcCacheTtlMs ?? 60_000;
     this.subnetCacheTtlMs = options.subnetCacheTtlMs ?? 60_000;
     this.nowMs = options.nowMs ?? Date.now;
+    this.notFoundRetry = options.notFoundRetry ?? {};
   }
 
   async describeInstance(instanceId: string): Promise<InstanceView | undefined> {
@@ -257,7 +276,9 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
       this.client.send(new DescribeVpcsCommand({ Filters: [filter('vpc-id', vpcId)] })),
     );
     const vpc = output.Vpcs?.find((candidate) => candidate.VpcId === vpcId);
-    if (!vpc?.CidrBlock) throw new Ec2Error('InvalidVpcID.NotFound', `The vpc ID '${vpcId}' does not exist`);
+    if (!vpc?.CidrBlock) {
+      throw ec2Failure('InvalidVpcID.NotFound', `The vpc ID '${vpcId}' does not exist`, 'DescribeVpcs');
+    }
     const primaryCidr = vpc.CidrBlock;
     const secondaryCidrs = (vpc.CidrBlockAssociationSet ?? [])
       .filter((association) => association.CidrBlockState?.State === 'associated')
@@ -274,16 +295,13 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   private async routeTablesOf(vpcId: string): Promise<RouteTable[]> {
     const cached = this.routeTables.get(vpcId);
     if (cached && cached.expiresAtMs > this.nowMs()) return cached.routeTables;
-    const routeTables = await this.paginate((NextToken) =>
-      this.client
-        .send(
-          new DescribeRouteTablesCommand({
-            Filters: [filter('vpc-id', vpcId)],
-            MaxResults: Math.min(this.pageSize, 100),
-            NextToken,
-          }),
-        )
-        .then((output) => ({ items: output.RouteTables, nextToken: output.NextToken })),
+    const routeTables = await allPages(
+      'DescribeRouteTables',
+      paginateDescribeRouteTables(
+        { client: this.client, pageSize: Math.min(this.pageSize, 100) },
+        { Filters: [filter('vpc-id', vpcId)] },
+      ),
+      (page) => page.RouteTables,
     );
     this.routeTables.set(vpcId, { routeTables, expiresAtMs: this.nowMs() + this.vpcCacheTtlMs });
     return routeTables;
@@ -339,7 +357,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
 
   /** EC2 refused for lack of room: forget every listing so the next plan reads fresh counts. */
   private forgetSubnetsOnRefusal(error: unknown): never {
-    if (isSubnetFull(error) || isPrefixCapacity(error)) {
+    if (isEc2Failure(error, 'subnet-full', 'prefix-capacity')) {
       this.subnetGeneration++;
       this.subnetListings.clear();
       this.subnetListingsInFlight.clear();
@@ -350,17 +368,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   /** Every subnet of the VPC (all AZs: one listing serves every node of the VPC). */
   private async describeSubnetsUncached(vpcId: string): Promise<SubnetView[]> {
     const [subnets, routeTables] = await Promise.all([
-      this.paginate((NextToken) =>
-        this.client
-          .send(
-            new DescribeSubnetsCommand({
-              Filters: [filter('vpc-id', vpcId)],
-              MaxResults: this.pageSize,
-              NextToken,
-            }),
-          )
-          .then((output) => ({ items: output.Subnets, nextToken: output.NextToken })),
-      ),
+      this.describeSubnetsByFilters([filter('vpc-id', vpcId)]),
       this.routeTablesOf(vpcId),
     ]);
     const routeTableOf = routeTableResolver(routeTables);
@@ -371,16 +379,13 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   }
 
   async describeSecurityGroups(vpcId: string): Promise<SecurityGroupView[]> {
-    const groups = await this.paginate((NextToken) =>
-      this.client
-        .send(
-          new DescribeSecurityGroupsCommand({
-            Filters: [filter('vpc-id', vpcId)],
-            MaxResults: this.pageSize,
-            NextToken,
-          }),
-        )
-        .then((output) => ({ items: output.SecurityGroups, nextToken: output.NextToken })),
+    const groups = await allPages(
+      'DescribeSecurityGroups',
+      paginateDescribeSecurityGroups(
+        { client: this.client, pageSize: this.pageSize },
+        { Filters: [filter('vpc-id', vpcId)] },
+      ),
+      (page) => page.SecurityGroups,
     );
     return groups.map((group) => ({
       id: group.GroupId ?? '',
@@ -399,7 +404,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
       );
       info = output.InstanceTypes?.find((candidate) => candidate.InstanceType === instanceType);
     } catch (error) {
-      if (isUnknownInstanceType(error)) return undefined;
+      if (isEc2Failure(error, 'unknown-instance-type')) return undefined;
       throw error;
     }
     const maxInterfaces = info?.NetworkInfo?.MaximumNetworkInterfaces;
@@ -438,7 +443,11 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
       ),
     ).catch((error: unknown) => this.forgetSubnetsOnRefusal(error));
     if (!output.NetworkInterface?.NetworkInterfaceId) {
-      throw new Ec2Error('InvalidResponse', 'CreateNetworkInterface answered without a network interface');
+      throw ec2Failure(
+        'InvalidResponse',
+        'CreateNetworkInterface answered without a network interface',
+        'CreateNetworkInterface',
+      );
     }
     const eni = toDetachedEni(output.NetworkInterface);
     this.subnetOfEni.set(eni.id, request.subnetId);
@@ -449,21 +458,29 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     return eni;
   }
 
-  async attachEni(eniId: string, instanceId: string, deviceIndex: number): Promise<string> {
-    const output = await ec2('AttachNetworkInterface', () =>
-      this.client.send(
-        new AttachNetworkInterfaceCommand({
-          NetworkInterfaceId: eniId,
-          InstanceId: instanceId,
-          DeviceIndex: deviceIndex,
-          NetworkCardIndex: 0,
-        }),
+  async attachEni(
+    eniId: string,
+    instanceId: string,
+    deviceIndex: number,
+    options: { readonly justCreated?: boolean } = {},
+  ): Promise<string> {
+    const output = await this.whileFresh(options.justCreated, () =>
+      ec2('AttachNetworkInterface', () =>
+        this.client.send(
+          new AttachNetworkInterfaceCommand({
+            NetworkInterfaceId: eniId,
+            InstanceId: instanceId,
+            DeviceIndex: deviceIndex,
+            NetworkCardIndex: 0,
+          }),
+        ),
       ),
     );
     if (!output.AttachmentId) {
-      throw new Ec2Error(
+      throw ec2Failure(
         'InvalidResponse',
         `AttachNetworkInterface of ${eniId} answered without an attachment id`,
+        'AttachNetworkInterface',
       );
     }
     return output.AttachmentId;
@@ -473,15 +490,27 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
     eniId: string,
     attachmentId: string,
     deleteOnTermination: boolean,
+    options: { readonly justAttached?: boolean } = {},
   ): Promise<void> {
-    await ec2('ModifyNetworkInterfaceAttribute', () =>
-      this.client.send(
-        new ModifyNetworkInterfaceAttributeCommand({
-          NetworkInterfaceId: eniId,
-          Attachment: { AttachmentId: attachmentId, DeleteOnTermination: deleteOnTermination },
-        }),
+    await this.whileFresh(options.justAttached, () =>
+      ec2('ModifyNetworkInterfaceAttribute', () =>
+        this.client.send(
+          new ModifyNetworkInterfaceAttributeCommand({
+            NetworkInterfaceId: eniId,
+            Attachment: { AttachmentId: attachmentId, DeleteOnTermination: deleteOnTermination },
+          }),
+        ),
       ),
     );
+  }
+
+  /**
+   * One call on a resource: when the caller just created it (`fresh`), a `*.NotFound` is EC2's
+   * eventual consistency and the call is repeated with bounded waits (`retryWhileNotFound`);
+   * otherwise it runs once and a NotFound means the resource is gone.
+   */
+  private whileFresh<T>(fresh: boolean | undefined, call: () => Promise<T>): Promise<T> {
+    return fresh ? retryWhileNotFound(call, this.notFoundRetry) : call();
   }
 
   async assignIps(
@@ -530,7 +559,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
         this.client.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId })),
       );
     } catch (error) {
-      if (isNotFound(error)) return;
+      if (isEc2Failure(error, 'not-found')) return;
       throw error;
     }
   }
@@ -541,7 +570,7 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
         this.client.send(new DeleteNetworkInterfaceCommand({ NetworkInterfaceId: eniId })),
       );
     } catch (error) {
-      if (isNotFound(error)) return;
+      if (isEc2Failure(error, 'not-found')) return;
       throw error;
     }
   }
@@ -582,20 +611,30 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
    * NextToken lose ENIs (cilium #39106).
    */
   private describeNetworkInterfaces(filters: Filter[]): Promise<NetworkInterface[]> {
-    return this.paginate((NextToken) =>
-      this.client
-        .send(
-          new DescribeNetworkInterfacesCommand({ Filters: filters, MaxResults: this.pageSize, NextToken }),
-        )
-        .then((output) => ({ items: output.NetworkInterfaces, nextToken: output.NextToken })),
+    return allPages(
+      'DescribeNetworkInterfaces',
+      paginateDescribeNetworkInterfaces(
+        { client: this.client, pageSize: this.pageSize },
+        { Filters: filters },
+      ),
+      (page) => page.NetworkInterfaces,
     );
   }
 
+  /** Every reservation matching the filters, all pages (EC2's default page size: no MaxResults). */
   private describeInstancesByFilters(filters: Filter[]) {
-    return this.paginate((NextToken) =>
-      this.client
-        .send(new DescribeInstancesCommand({ Filters: filters, NextToken }))
-        .then((output) => ({ items: output.Reservations, nextToken: output.NextToken })),
+    return allPages(
+      'DescribeInstances',
+      paginateDescribeInstances({ client: this.client }, { Filters: filters }),
+      (page) => page.Reservations,
+    );
+  }
+
+  private describeSubnetsByFilters(filters: Filter[]): Promise<Subnet[]> {
+    return allPages(
+      'DescribeSubnets',
+      paginateDescribeSubnets({ client: this.client, pageSize: this.pageSize }, { Filters: filters }),
+      (page) => page.Subnets,
     );
   }
 
@@ -615,44 +654,36 @@ class Ec2NetworkAdapter implements Ec2NetworkPort {
   }
 
   private async describeSubnetCidrs(uniqueIds: readonly string[]): Promise<ReadonlyMap<string, string>> {
-    const subnets = await this.paginate((NextToken) =>
-      this.client
-        .send(
-          new DescribeSubnetsCommand({
-            Filters: [filter('subnet-id', ...uniqueIds)],
-            MaxResults: this.pageSize,
-            NextToken,
-          }),
-        )
-        .then((output) => ({ items: output.Subnets, nextToken: output.NextToken })),
-    );
+    const subnets = await this.describeSubnetsByFilters([filter('subnet-id', ...uniqueIds)]);
     return new Map(subnets.map((subnet) => [subnet.SubnetId ?? '', subnet.CidrBlock ?? '']));
-  }
-
-  /** Follows NextToken until the last page; every page's SDK error is converted to `Ec2Error`. */
-  private async paginate<T>(
-    fetchPage: (
-      nextToken: string | undefined,
-    ) => Promise<{ items: T[] | undefined; nextToken: string | undefined }>,
-  ): Promise<T[]> {
-    const items: T[] = [];
-    let nextToken: string | undefined;
-    do {
-      const page = await ec2('Describe', () => fetchPage(nextToken));
-      items.push(...(page.items ?? []));
-      nextToken = page.nextToken || undefined;
-    } while (nextToken);
-    return items;
   }
 }
 
-/** Runs one SDK call of `action` and converts an EC2 error answer into `Ec2Error` naming it. */
+/** Runs one SDK call of `action` and converts an EC2 error answer into an `Ec2Failure` naming it. */
 async function ec2<T>(action: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (error) {
-    throw toEc2Error(error, action);
+    throw toEc2Failure(error, action);
   }
+}
+
+/**
+ * Every item of every page an SDK paginator yields (it follows NextToken until EC2 sends none);
+ * a failed page's EC2 error becomes an `Ec2Failure` naming `action`.
+ */
+async function allPages<Page, Item>(
+  action: string,
+  pages: AsyncIterable<Page>,
+  itemsOf: (page: Page) => Item[] | undefined,
+): Promise<Item[]> {
+  const items: Item[] = [];
+  try {
+    for await (const page of pages) items.push(...(itemsOf(page) ?? []));
+  } catch (error) {
+    throw toEc2Failure(error, action);
+  }
+  return items;
 }
 
 function filter(name: string, ...values: string[]): Filter {
@@ -721,9 +752,10 @@ function toEniState(
   const detached = toDetachedEni(eni);
   const subnetCidr = subnetCidrs.get(detached.subnetId);
   if (!subnetCidr) {
-    throw new Ec2Error(
+    throw ec2Failure(
       'InvalidSubnetID.NotFound',
       `DescribeSubnets did not return subnet ${detached.subnetId} of ENI ${detached.id}`,
+      'DescribeSubnets',
     );
   }
   return {
@@ -746,11 +778,6 @@ function toEniState(
 }
 
 /**
- * The route table of each subnet: its explicit association, else the VPC's main table (a subnet
- * without an explicit association uses the main one). Cilium's subnet choice prefers subnets that
- * share the node subnet's route table.
- */
-/**
  * One UnassignPrivateIpAddresses: `done`, `gone` (the ENI no longer exists: it holds nothing), or
  * `not-assigned` (EC2 refused the whole call because some address is no longer on the ENI).
  */
@@ -762,12 +789,17 @@ async function unassignOrNotAssigned(
     await unassign(subset);
     return 'done';
   } catch (error) {
-    if (isNotFound(error)) return 'gone';
-    if (isAddressNotAssigned(error)) return 'not-assigned';
+    if (isEc2Failure(error, 'not-found')) return 'gone';
+    if (isEc2Failure(error, 'address-not-assigned')) return 'not-assigned';
     throw error;
   }
 }
 
+/**
+ * The route table of each subnet: its explicit association, else the VPC's main table (a subnet
+ * without an explicit association uses the main one). Cilium's subnet choice prefers subnets that
+ * share the node subnet's route table.
+ */
 function routeTableResolver(routeTables: readonly RouteTable[]): (subnetId: string) => string | undefined {
   const explicit = new Map<string, string>();
   let mainTableId: string | undefined;

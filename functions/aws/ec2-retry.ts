@@ -1,5 +1,5 @@
 import { ConfiguredRetryStrategy } from '@smithy/util-retry';
-import { isNotFound } from './ec2-errors.ts';
+import { isEc2Failure } from '../core/ec2-failure.ts';
 
 /**
  * Who retries what against EC2:
@@ -10,7 +10,9 @@ import { isNotFound } from './ec2-errors.ts';
  *   unjittered retries from many Lambdas would collide again). 4xx client errors are never retried
  *   by the SDK: the same request would fail the same way.
  * - A `*.NotFound` right after our own create is EC2's eventual consistency; only the caller knows
- *   the resource should exist, so it opts in with `retryWhileNotFound`.
+ *   the resource should exist, so it says so through the port (`justCreated`, `justAttached`) and
+ *   the adapter wraps that one call in `retryWhileNotFound`. One layer of retries each: never
+ *   nested ones that multiply the wait.
  */
 export interface Ec2RetryOptions {
   /** Total attempts per SDK call, the first included. */
@@ -81,6 +83,7 @@ export type Sleep = (delayMs: number) => Promise<void>;
 
 export const sleepWithTimer: Sleep = (delayMs) => new Promise((resolve) => setTimeout(resolve, delayMs));
 
+/** How the adapter retries a `*.NotFound` on a resource the caller just created. */
 export interface RetryWhileNotFoundOptions {
   /** Total attempts, the first included. */
   readonly attempts?: number;
@@ -117,7 +120,7 @@ export async function retryWhileNotFound<T>(
     try {
       return await operation();
     } catch (error) {
-      if (!isNotFound(error) || attempt >= attempts) throw error;
+      if (!isEc2Failure(error, 'not-found') || attempt >= attempts) throw error;
     }
     await sleep(delayMs);
     delayMs = Math.min(maxDelayMs, delayMs * 2);

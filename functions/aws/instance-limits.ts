@@ -142,7 +142,12 @@ export const STATIC_INSTANCE_LIMITS: ReadonlyMap<string, InstanceLimits> = new M
 
 /**
  * The port with `describeInstanceLimits` answered by one catalog: build it once per container so
- * every invocation of a warm container shares the cache.
+ * every invocation of a warm container shares the cache. Every other method goes to `port` as it
+ * is (`CatalogedEc2Network`).
+ *
+ * This cache stays a wrapper, apart from the adapter's (VPC, route tables, subnets), because the
+ * catalog also answers from cilium's static table when EC2 cannot: that fallback is a policy of
+ * the functions' composition (`functions/runtime/allocation-dependencies.ts` logs it), not of EC2.
  */
 export function withInstanceLimitsCatalog(
   port: Ec2NetworkPort,
@@ -152,13 +157,42 @@ export function withInstanceLimitsCatalog(
     ...options,
     describeInstanceLimits: (instanceType) => port.describeInstanceLimits(instanceType),
   });
-  return new Proxy(port, {
-    get(target, property, receiver) {
-      if (property === 'describeInstanceLimits') {
-        return (instanceType: string) => catalog.limitsFor(instanceType);
-      }
-      const value = Reflect.get(target, property, receiver);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
+  return new CatalogedEc2Network(port, catalog);
+}
+
+/** `Ec2NetworkPort` delegating every call to `port`, except the limits, which `catalog` answers. */
+class CatalogedEc2Network implements Ec2NetworkPort {
+  constructor(
+    private readonly port: Ec2NetworkPort,
+    private readonly catalog: InstanceLimitsCatalog,
+  ) {}
+
+  describeInstanceLimits(instanceType: string): Promise<InstanceLimits | undefined> {
+    return this.catalog.limitsFor(instanceType);
+  }
+
+  describeInstance: Ec2NetworkPort['describeInstance'] = (...args) => this.port.describeInstance(...args);
+  describeInstances: Ec2NetworkPort['describeInstances'] = (...args) => this.port.describeInstances(...args);
+  describeAttachedEnis: Ec2NetworkPort['describeAttachedEnis'] = (...args) =>
+    this.port.describeAttachedEnis(...args);
+  listClusterInstances: Ec2NetworkPort['listClusterInstances'] = (...args) =>
+    this.port.listClusterInstances(...args);
+  findDetachedEnisCreatedFor: Ec2NetworkPort['findDetachedEnisCreatedFor'] = (...args) =>
+    this.port.findDetachedEnisCreatedFor(...args);
+  findDetachedEnisOfCluster: Ec2NetworkPort['findDetachedEnisOfCluster'] = () =>
+    this.port.findDetachedEnisOfCluster();
+  describeVpc: Ec2NetworkPort['describeVpc'] = (...args) => this.port.describeVpc(...args);
+  describeSubnets: Ec2NetworkPort['describeSubnets'] = (...args) => this.port.describeSubnets(...args);
+  describeSecurityGroups: Ec2NetworkPort['describeSecurityGroups'] = (...args) =>
+    this.port.describeSecurityGroups(...args);
+  createEni: Ec2NetworkPort['createEni'] = (...args) => this.port.createEni(...args);
+  attachEni: Ec2NetworkPort['attachEni'] = (...args) => this.port.attachEni(...args);
+  setDeleteOnTermination: Ec2NetworkPort['setDeleteOnTermination'] = (...args) =>
+    this.port.setDeleteOnTermination(...args);
+  assignIps: Ec2NetworkPort['assignIps'] = (...args) => this.port.assignIps(...args);
+  assignIpv6Prefixes: Ec2NetworkPort['assignIpv6Prefixes'] = (...args) =>
+    this.port.assignIpv6Prefixes(...args);
+  unassignIps: Ec2NetworkPort['unassignIps'] = (...args) => this.port.unassignIps(...args);
+  detachEni: Ec2NetworkPort['detachEni'] = (...args) => this.port.detachEni(...args);
+  deleteEni: Ec2NetworkPort['deleteEni'] = (...args) => this.port.deleteEni(...args);
 }

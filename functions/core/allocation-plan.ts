@@ -64,7 +64,7 @@ export interface AllocationSnapshot {
    */
   readonly prefixRefusedSubnetIds?: readonly string[];
   /**
-   * Subnets that refused a /80 during this invocation (`isIpv6Refusal`): treated as not dual-stack
+   * Subnets that refused a /80 during this invocation (an `Ec2Failure` of kind `ipv6-refused`): treated as not dual-stack
    * until the invocation ends, so the planner neither asks them for IPv6 again nor loops.
    */
   readonly ipv6RefusedSubnetIds?: readonly string[];

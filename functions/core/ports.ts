@@ -31,9 +31,15 @@ export interface NodeRecordStore {
 /**
  * EC2, in domain terms. Implemented over @aws-sdk/client-ec2 by `functions/aws/ec2-network.ts`.
  * Every describe is filtered (never an unfiltered DescribeInstances/DescribeNetworkInterfaces,
- * which draw on EC2's smaller 50/10 token bucket). Throttling and 5xx are retried inside the adapter
- * with bounded, jittered backoff; what escapes is an `Ec2Error` (classify it with the predicates in
- * `functions/aws/ec2-errors.ts`), or a network error once the retries are spent.
+ * which draw on EC2's smaller 50/10 token bucket). The adapter keeps, in one layer behind this port:
+ *
+ * 1. Errors: every EC2 error answer escapes as an `Ec2Failure` (./ec2-failure.ts), classified by
+ *    `kind`; callers branch on the kind only. Anything else that escapes is a network error once
+ *    the retries are spent, or a bug.
+ * 2. Retries: throttling and 5xx, with bounded, jittered backoff; and a `*.NotFound` on a resource
+ *    the caller says it just created (`justCreated`, `justAttached`), with bounded waits.
+ * 3. Pagination: every describe returns all pages.
+ * 4. Caches: VPC CIDRs, route tables, subnet listings and subnet CIDRs (see each method).
  */
 export interface Ec2NetworkPort {
   /**
@@ -71,7 +77,7 @@ export interface Ec2NetworkPort {
   findDetachedEnisOfCluster(): Promise<DetachedEni[]>;
   /**
    * Primary CIDR and associated secondary CIDRs (never the primary again, never empty strings,
-   * never CIDRs being associated or disassociated). Throws `Ec2Error` `InvalidVpcID.NotFound`.
+   * never CIDRs being associated or disassociated). Fails with kind `not-found` for an unknown VPC.
    */
   describeVpc(vpcId: string): Promise<VpcView>;
   /**
@@ -89,38 +95,48 @@ export interface Ec2NetworkPort {
 
   /**
    * CreateNetworkInterface with the IPs (or prefixes) and tags in one call, so the ENI never exists
-   * untagged. The adapter adds our ownership tags (`functions/aws/eni-tags.ts`) on top of the
+   * untagged. The adapter adds our ownership tags (./eni-ownership.ts) on top of the
    * configured extra tags and `request.tags`. Idempotent through `clientToken`: a replay with the
    * same token and parameters returns the same ENI (its `status` may have moved on to `in-use`); the
-   * same token with other parameters fails with `IdempotentParameterMismatch`.
-   * Subnet capacity failures: `isSubnetFull`, `isPrefixCapacity`.
+   * same token with other parameters fails with kind `idempotency-mismatch`.
+   * Refusals: `subnet-full`, `prefix-capacity`, and `ipv6-refused` for the IPv6 part.
    */
   createEni(request: CreateEniRequest): Promise<DetachedEni>;
   /**
    * AttachNetworkInterface on network card 0; returns the attachment id. Right after createEni a
-   * `*.NotFound` is EC2's eventual consistency: wrap the call in `retryWhileNotFound`
-   * (functions/aws/ec2-retry.ts). NOT idempotent (EC2 takes no client token): a replay after a lost
-   * answer fails with `isInUse` or `isDeviceIndexConflict`, so after an ambiguous failure re-read
-   * `describeAttachedEnis` before acting. Other failures to branch on: `isAttachmentLimit`,
-   * `isIncorrectInstanceState`.
+   * `*.NotFound` is EC2's eventual consistency: pass `{ justCreated: true }` and the adapter waits
+   * it out (bounded) before failing with kind `not-found`. NOT idempotent (EC2 takes no client
+   * token): a replay after a lost answer fails with `in-use` or `device-index-taken`, so after an
+   * ambiguous failure re-read `describeAttachedEnis` before acting. Other kinds to branch on:
+   * `attachment-limit`, `incorrect-instance-state`.
    */
-  attachEni(eniId: string, instanceId: string, deviceIndex: number): Promise<string>;
+  attachEni(
+    eniId: string,
+    instanceId: string,
+    deviceIndex: number,
+    options?: { readonly justCreated?: boolean },
+  ): Promise<string>;
   /**
    * ModifyNetworkInterfaceAttribute on the attachment. Idempotent (sets a value). A `*.NotFound`
-   * right after attachEni may be eventual consistency (wrap in `retryWhileNotFound`); later it
-   * means the ENI or attachment is gone.
+   * right after attachEni may be eventual consistency: pass `{ justAttached: true }` and the
+   * adapter waits it out (bounded); otherwise it means the ENI or attachment is gone.
    */
-  setDeleteOnTermination(eniId: string, attachmentId: string, deleteOnTermination: boolean): Promise<void>;
+  setDeleteOnTermination(
+    eniId: string,
+    attachmentId: string,
+    deleteOnTermination: boolean,
+    options?: { readonly justAttached?: boolean },
+  ): Promise<void>;
   /**
    * AssignPrivateIpAddresses by count; returns the IPs / prefixes EC2 assigned. Makes no call when
-   * both counts are 0. Not idempotent: callers hold the node's mutation lease. Throws `Ec2Error`
-   * `PrivateIpAddressLimitExceeded` past the per-ENI limit; `isSubnetFull`, `isPrefixCapacity`.
+   * both counts are 0. Not idempotent: callers hold the node's mutation lease. Fails with kind
+   * `eni-address-limit` past the per-ENI limit; refusals `subnet-full`, `prefix-capacity`.
    */
   assignIps(eniId: string, request: { ipCount?: number; prefixCount?: number }): Promise<AssignedAddresses>;
   /**
    * AssignIpv6Addresses with `Ipv6PrefixCount`; returns the /80s EC2 assigned, canonical text. Not
    * idempotent: callers hold the node's mutation lease. A refusal of the IPv6 part (the subnet has
-   * no IPv6 block, the type none or no room for it) is recognized with `isIpv6Refusal`.
+   * no IPv6 block, the type none or no room for it) fails with kind `ipv6-refused`.
    */
   assignIpv6Prefixes(eniId: string, prefixCount: number): Promise<string[]>;
   /**
@@ -136,7 +152,7 @@ export interface Ec2NetworkPort {
   /**
    * Deletes an ENI; an ENI that is already gone counts as deleted (as amazon-vpc-cni's deleteENI).
    * Right after create a NotFound may be eventual consistency; such an ENI is still tagged and is
-   * found again by `findDetachedEnisCreatedFor`. Fails with `isInUse` while still attached.
+   * found again by `findDetachedEnisCreatedFor`. Fails with kind `in-use` while still attached.
    */
   deleteEni(eniId: string): Promise<void>;
 }

@@ -1,16 +1,3 @@
-import {
-  describeUnauthorized,
-  type Ec2Error,
-  isAttachmentLimit,
-  isDeviceIndexConflict,
-  isEniAddressLimit,
-  isIpv6Refusal,
-  isPrefixCapacity,
-  isSubnetFull,
-  isUnauthorized,
-} from '../aws/ec2-errors.ts';
-import { retryWhileNotFound, type Sleep } from '../aws/ec2-retry.ts';
-import { ENI_TAG_KEYS, isOurs, tagsForNewEni } from '../aws/eni-tags.ts';
 import { type AgentDemand, agentDemandOf } from '../core/agent-protocol.ts';
 import { type AllocationPlan, computePoolDemand, planAllocation } from '../core/allocation-plan.ts';
 import { tombstonedCidrs, withoutTombstoned } from '../core/cidr-release-plan.ts';
@@ -18,6 +5,8 @@ import type { CiliumNode } from '../core/ciliumnode.ts';
 import { eniClientToken } from '../core/client-token.ts';
 import { isClusterMember, nodeNameFor } from '../core/cluster-membership.ts';
 import { nextFreeIndexAfter } from '../core/device-index.ts';
+import { describeDenial, type Ec2Failure, isEc2Failure } from '../core/ec2-failure.ts';
+import { ENI_TAG_KEYS, isOurs, tagsForNewEni } from '../core/eni-ownership.ts';
 import { VersionConflictError } from '../core/errors.ts';
 import { ADDRESSES_PER_IPV4_PREFIX } from '../core/ip-math.ts';
 import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
@@ -87,8 +76,6 @@ export interface AllocationDependencies {
   readonly settings: AllocationSettings;
   readonly clock: () => number;
   readonly log: Log;
-  /** Waits between eventual-consistency retries; tests pass a fast one. */
-  readonly sleep?: Sleep;
   /** Identifies this invocation as a lease holder (e.g. the Lambda request id). */
   readonly invocationId: string;
   /**
@@ -385,7 +372,7 @@ async function allocateOnce(
   } catch (error) {
     const denied = deniedCall(error);
     blocked = denied
-      ? { code: 'UnauthorizedOperation', message: describeUnauthorized(denied), atEpochMs: deps.clock() }
+      ? { code: 'UnauthorizedOperation', message: describeDenial(denied), atEpochMs: deps.clock() }
       : { code: errorCode(error), message: errorMessage(error), atEpochMs: deps.clock() };
     if (denied === undefined) throw error;
     deniedAction = denied.action ?? 'unknown';
@@ -440,9 +427,9 @@ function recentDenial(record: NodeRecord | undefined, nowEpochMs: number): Recor
 }
 
 /** The UnauthorizedOperation behind a failure: of the call itself, or of a fresh ENI's attach. */
-function deniedCall(error: unknown): Ec2Error | undefined {
+function deniedCall(error: unknown): Ec2Failure | undefined {
   const candidate = error instanceof EniAttachError ? error.attachError : error;
-  return isUnauthorized(candidate) ? (candidate as Ec2Error) : undefined;
+  return isEc2Failure(candidate, 'unauthorized') ? candidate : undefined;
 }
 
 async function observe(
@@ -556,7 +543,7 @@ function logPrefixFallback(
  * Subnets that refused during this invocation, shared by every round so the planner routes around
  * them: `failedSubnetIds` had too few free addresses (InsufficientFreeAddressesInSubnet),
  * `prefixRefusedSubnetIds` had no free aligned /28 (InsufficientCidrBlocks, a fragmented subnet)
- * though they may still give single IPs, and `ipv6RefusedSubnetIds` refused a /80 (`isIpv6Refusal`)
+ * though they may still give single IPs, and `ipv6RefusedSubnetIds` refused a /80 (`ipv6-refused`)
  * though they still give IPv4. All are forgotten at the end of the invocation: subnets get
  * addresses back, defragment and gain IPv6 blocks, so the next invocation asks again.
  */
@@ -564,7 +551,7 @@ interface SubnetRefusals {
   readonly failedSubnetIds: string[];
   readonly prefixRefusedSubnetIds: string[];
   readonly ipv6RefusedSubnetIds: string[];
-  /** ENIs that refused IPv4 addresses for their own limit (`isEniAddressLimit`). */
+  /** ENIs that refused IPv4 addresses for their own limit (`eni-address-limit`). */
   readonly fullEniIds: string[];
 }
 
@@ -606,7 +593,7 @@ async function assignPlanned(
 
 /**
  * AssignIpv6Addresses with `Ipv6PrefixCount` on the ENI (cilium `AssignENIIPv6Prefix`). A refusal
- * of the IPv6 part (`isIpv6Refusal`: the subnet has no IPv6 block after all, the type no room) is
+ * of the IPv6 part (`ipv6-refused`: the subnet has no IPv6 block after all, the type no room) is
  * remembered for the subnet and nothing is assigned; the planner's next round puts the /80
  * elsewhere or reports `NoDualStackSubnet`. Not idempotent; the node lease makes it run once per need.
  */
@@ -620,7 +607,7 @@ async function assignIpv6PrefixToEni(
   try {
     prefixes = await deps.ec2.assignIpv6Prefixes(eni.id, prefixCount);
   } catch (error) {
-    if (!isIpv6Refusal(error)) throw error;
+    if (!isEc2Failure(error, 'ipv6-refused')) throw error;
     rememberIpv6Refusal(refusals, eni.subnetId, error, deps);
     return undefined;
   }
@@ -677,7 +664,8 @@ async function assignToEni(
   try {
     assigned = await deps.ec2.assignIps(eni.id, request);
   } catch (error) {
-    if (isEniAddressLimit(error)) return adoptUnrecordedAddresses(eni, observation, refusals, deps);
+    if (isEc2Failure(error, 'eni-address-limit'))
+      return adoptUnrecordedAddresses(eni, observation, refusals, deps);
     const refusal = classifySubnetRefusal(error, request.prefixCount !== undefined);
     if (refusal === undefined) throw error;
     rememberRefusal(refusals, refusal, eni.subnetId);
@@ -761,14 +749,15 @@ function releasedCidrsOf(record: NodeRecord | undefined): Set<string> {
 type SubnetRefusal = 'out-of-addresses' | 'no-free-prefix';
 
 /**
- * Which refusal an EC2 error is, or `undefined` for any other error (rethrown by the caller).
- * `isPrefixCapacity` covers both texts cilium matches (`InsufficientCidrBlocks`, and
+ * Which refusal an EC2 failure is, or `undefined` for any other error (rethrown by the caller).
+ * `prefix-capacity` covers both answers cilium matches (`InsufficientCidrBlocks`, and
  * `InvalidParameterValue` "There aren't sufficient free Ipv4 addresses or prefixes"); for a request
  * of single IPs the latter can only mean the subnet is out of addresses.
  */
 function classifySubnetRefusal(error: unknown, requestedPrefixes: boolean): SubnetRefusal | undefined {
-  if (isSubnetFull(error)) return 'out-of-addresses';
-  if (isPrefixCapacity(error)) return requestedPrefixes ? 'no-free-prefix' : 'out-of-addresses';
+  if (isEc2Failure(error, 'subnet-full')) return 'out-of-addresses';
+  if (isEc2Failure(error, 'prefix-capacity'))
+    return requestedPrefixes ? 'no-free-prefix' : 'out-of-addresses';
   return undefined;
 }
 
@@ -799,7 +788,6 @@ async function createAndAttachEni(
 ): Promise<EniState | undefined> {
   const { ec2, settings, log } = deps;
   const instanceId = observation.instance.id;
-  const notFoundRetry = deps.sleep ? { sleep: deps.sleep } : {};
 
   const orphans = observation.mayHaveOrphanEnis ? await ec2.findDetachedEnisCreatedFor(instanceId) : [];
   let eni: DetachedEni | undefined = orphans.find((orphan) => orphan.status === 'available');
@@ -818,11 +806,12 @@ async function createAndAttachEni(
     try {
       const eniId = eni.id;
       const index = deviceIndex;
-      attachmentId = await retryWhileNotFound(() => ec2.attachEni(eniId, instanceId, index), notFoundRetry);
+      // Created or adopted moments ago: a NotFound is EC2 catching up, which the adapter waits out.
+      attachmentId = await ec2.attachEni(eniId, instanceId, index, { justCreated: true });
       break;
     } catch (error) {
       attachError = error;
-      if (!isDeviceIndexConflict(error)) break;
+      if (!isEc2Failure(error, 'device-index-taken')) break;
       const next = nextFreeIndexAfter(enis, deviceIndex, maxInterfaces);
       log.warn('device index taken; retrying at the next free index', { instanceId, deviceIndex, next });
       if (next === undefined) break;
@@ -834,7 +823,7 @@ async function createAndAttachEni(
     await ec2.deleteEni(eni.id).catch((error: unknown) => {
       cleanupError = error;
     });
-    if (isAttachmentLimit(attachError)) {
+    if (isEc2Failure(attachError, 'attachment-limit')) {
       log.warn('instance is out of interface slots', { instanceId });
     }
     throw new EniAttachError(eni.id, attachError, cleanupError);
@@ -846,7 +835,7 @@ async function createAndAttachEni(
     const attachment = attachmentId;
     // Failing here leaves an attached ENI without the flag: it is recorded as such, and the next
     // round or invocation repairs it (deleting an attached ENI, as cilium tries, cannot succeed).
-    await retryWhileNotFound(() => ec2.setDeleteOnTermination(eniId, attachment, true), notFoundRetry).then(
+    await ec2.setDeleteOnTermination(eniId, attachment, true, { justAttached: true }).then(
       () => {
         attached = { ...attached, deleteOnTermination: true };
       },
@@ -966,7 +955,7 @@ function rememberCreateRefusal(
     deps.log.warn(`${refusalMessage(refusal)}; trying the next candidate`, where);
     return;
   }
-  if (plan.ipv6PrefixCount === undefined || !isIpv6Refusal(error)) throw error;
+  if (plan.ipv6PrefixCount === undefined || !isEc2Failure(error, 'ipv6-refused')) throw error;
   rememberIpv6Refusal(refusals, where.subnetId, error, deps);
 }
 

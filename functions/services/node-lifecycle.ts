@@ -1,5 +1,5 @@
-import { isInUse } from '../aws/ec2-errors.ts';
-import { ENI_TAG_KEYS, isOurs } from '../aws/eni-tags.ts';
+import { isEc2Failure } from '../core/ec2-failure.ts';
+import { ENI_TAG_KEYS, isOurs } from '../core/eni-ownership.ts';
 import { VersionConflictError } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
 import type { Ec2NetworkPort, Log, NodeRecordStore } from '../core/ports.ts';
@@ -54,7 +54,7 @@ export async function retireNode(instanceId: string, deps: LifecycleDependencies
         await deps.ec2.deleteEni(eni.id);
         deletedEniIds.push(eni.id);
       } catch (error) {
-        if (!isInUse(error)) throw error;
+        if (!isEc2Failure(error, 'in-use')) throw error;
         leftForGarbageCollection++;
       }
     }

@@ -1,6 +1,6 @@
-import { tagsForNewEni } from '../../functions/aws/eni-tags.ts';
 import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
 import { eniDescription } from '../../functions/core/allocation-plan.ts';
+import { tagsForNewEni } from '../../functions/core/eni-ownership.ts';
 import { UNCONFIGURED_KNOBS } from '../../functions/core/knobs.ts';
 import type { EniState, NodeKnobs, NodeRecord } from '../../functions/core/model.ts';
 

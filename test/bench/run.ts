@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ENI_TAG_KEYS } from '../../functions/aws/eni-tags.ts';
 import type { DynamoNodeRecordStore } from '../../functions/aws/node-table.ts';
+import { ENI_TAG_KEYS } from '../../functions/core/eni-ownership.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import { isNonMutatingAction } from '../emulators/ec2/throttling.ts';
 import type { AgentVersion } from '../local-cloud/cilium-agent.ts';

@@ -1,8 +1,8 @@
-import { ENI_TAG_KEYS, isOurs } from '../../functions/aws/eni-tags.ts';
 import { agentProtocolOf } from '../../functions/core/agent-protocol.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { RECORD_VERSION_ANNOTATION } from '../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../functions/core/ciliumnode-render.ts';
+import { ENI_TAG_KEYS, isOurs } from '../../functions/core/eni-ownership.ts';
 import {
   checkAllocatedNotWithdrawn,
   checkEniEntriesComplete,

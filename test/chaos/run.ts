@@ -1,5 +1,5 @@
-import { ENI_TAG_KEYS, ownershipTags } from '../../functions/aws/eni-tags.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
+import { ENI_TAG_KEYS, ownershipTags } from '../../functions/core/eni-ownership.ts';
 import { expandCidr } from '../../functions/core/ip-math.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
 import { LocalMultiPoolAgent, registerCiliumNode, writeUsedIps } from '../local-cloud/cilium-agent.ts';

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ENI_TAG_KEYS } from '../../functions/aws/eni-tags.ts';
+import { ENI_TAG_KEYS } from '../../functions/core/eni-ownership.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { collectEniGarbage, drainNode, retireNode } from '../../functions/services/node-lifecycle.ts';
 import { sweep } from '../../functions/services/sweep.ts';

@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ownershipTags } from '../../functions/aws/eni-tags.ts';
 import { tableGenerationOf } from '../../functions/aws/table-generation.ts';
 import { agentProtocolOf } from '../../functions/core/agent-protocol.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
+import { ownershipTags } from '../../functions/core/eni-ownership.ts';
 import {
   checkAllocatedNotWithdrawn,
   checkPoolRemovalsHandshaken,

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ownershipTags } from '../../functions/aws/eni-tags.ts';
 import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
 import { desiredPool, desiredStatusEnis } from '../../functions/core/ciliumnode-render.ts';
+import { ownershipTags } from '../../functions/core/eni-ownership.ts';
 import { isExcluded } from '../../functions/core/eni-selection.ts';
 import { expandCidr } from '../../functions/core/ip-math.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';

@@ -141,7 +141,7 @@ export async function startAllocationHarness(
   };
   const sleep: Sleep = async (delayMs) => clock.advance(delayMs);
   const ec2Port = withInstanceLimitsCatalog(
-    createEc2NetworkAdapter({ client: ec2Client, clusterName: CLUSTER_NAME }),
+    createEc2NetworkAdapter({ client: ec2Client, clusterName: CLUSTER_NAME, notFoundRetry: { sleep } }),
   );
 
   const harness: AllocationHarness = {
@@ -162,7 +162,6 @@ export async function startAllocationHarness(
       settings,
       clock: clock.now,
       log,
-      sleep,
       invocationId: randomUUID(),
       ...overrides,
     }),

@@ -113,7 +113,7 @@ function cacheKey(options: StackIdentityOptions): string {
       .filter((name) => name.endsWith('.ts'))
       .sort()
       .map((name) => join('infra', name)),
-    'functions/aws/eni-tags.ts',
+    'functions/core/eni-ownership.ts',
     'cdk.json',
     'package-lock.json',
   ];

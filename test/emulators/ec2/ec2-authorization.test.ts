@@ -13,7 +13,7 @@ import {
   UnassignPrivateIpAddressesCommand,
 } from '@aws-sdk/client-ec2';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ENI_TAG_KEYS, OWNER_TAG_VALUE } from '../../../functions/aws/eni-tags.ts';
+import { ENI_TAG_KEYS, OWNER_TAG_VALUE } from '../../../functions/core/eni-ownership.ts';
 import { SHARED_VPC_OWNER_ACCOUNT, stackFunctionIdentities } from '../../support/stack-policies.ts';
 import { expectEc2Error } from './expect-ec2-error.ts';
 import { type ClusterSeed, type Ec2Emulator, type Ec2EmulatorOptions, startEc2Emulator } from './index.ts';

@@ -18,8 +18,8 @@ import { stackFunctionIdentities } from '../../support/stack-policies.ts';
 /**
  * One EC2 emulator per test, reached by the REAL EC2Client through the SDK's standard
  * configuration (AWS_ENDPOINT_URL_EC2, AWS_REGION, env credentials), exactly as in Lambda. The
- * emulator runs on a manual clock; the fixture's `sleep` advances that clock, so waits for
- * eventual consistency (`retryWhileNotFound`) take no real time.
+ * emulator runs on a manual clock; the fixture's `sleep` advances that clock and is the adapter's,
+ * so its waits for eventual consistency (`justCreated`, `justAttached`) take no real time.
  */
 export interface Ec2Fixture {
   readonly emulator: Ec2Emulator;
@@ -72,7 +72,12 @@ export async function startEc2Fixture(
     sleeps.push(delayMs);
     clock.advance(delayMs);
   };
-  const adapter = createEc2NetworkAdapter({ clusterName: CLUSTER_NAME, ...options.adapter, client });
+  const adapter = createEc2NetworkAdapter({
+    clusterName: CLUSTER_NAME,
+    ...options.adapter,
+    notFoundRetry: { sleep, ...options.adapter?.notFoundRetry },
+    client,
+  });
   return {
     emulator,
     seed,

@@ -1,24 +1,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  Ec2Error,
-  isAttachmentLimit,
-  isDeviceIndexConflict,
-  isIdempotencyMismatch,
-  isInUse,
-  isIpv6Refusal,
-  isNotFound,
-  isPrefixCapacity,
-  isSubnetFull,
-  isThrottled,
-} from '../../../functions/aws/ec2-errors.ts';
 import { createEc2NetworkAdapter } from '../../../functions/aws/ec2-network.ts';
-import { retryWhileNotFound } from '../../../functions/aws/ec2-retry.ts';
-import { ENI_TAG_KEYS, ownershipTags, tagsForNewEni } from '../../../functions/aws/eni-tags.ts';
+import { Ec2Failure, type Ec2FailureKind, isEc2Failure } from '../../../functions/core/ec2-failure.ts';
+import { ENI_TAG_KEYS, ownershipTags, tagsForNewEni } from '../../../functions/core/eni-ownership.ts';
 import { ConfigurationError } from '../../../functions/core/errors.ts';
 import type { CreateEniRequest } from '../../../functions/core/ports.ts';
 import { type Ec2Fixture, startEc2Fixture } from './ec2-fixture.ts';
 
 let fixture: Ec2Fixture | undefined;
+
+/** For `toSatisfy`: the error is an `Ec2Failure` of `kind`. */
+const failureOf = (kind: Ec2FailureKind) => (error: unknown) => isEc2Failure(error, kind);
 
 async function start(options?: Parameters<typeof startEc2Fixture>[0]): Promise<Ec2Fixture> {
   fixture = await startEc2Fixture(options);
@@ -124,7 +115,7 @@ describe('describes', () => {
       primaryCidr: '10.0.0.0/16',
       secondaryCidrs: ['100.64.0.0/16'],
     });
-    await expect(f.adapter.describeVpc('vpc-0000000000000ffff')).rejects.toSatisfy(isNotFound);
+    await expect(f.adapter.describeVpc('vpc-0000000000000ffff')).rejects.toSatisfy(failureOf('not-found'));
   });
 
   it('describeVpc remembers a VPC for its cache lifetime, then asks again (seeing a new CIDR)', async () => {
@@ -403,7 +394,9 @@ describe('ENI lifecycle', () => {
     expect(
       f.emulator.state.networkInterfaceHistory().filter((eni) => eni.clientToken === request.clientToken),
     ).toHaveLength(1);
-    await expect(f.adapter.createEni({ ...request, ipCount: 4 })).rejects.toSatisfy(isIdempotencyMismatch);
+    await expect(f.adapter.createEni({ ...request, ipCount: 4 })).rejects.toSatisfy(
+      failureOf('idempotency-mismatch'),
+    );
   });
 
   it('a create whose answer was lost is retried by the SDK and the token replay yields ONE ENI', async () => {
@@ -432,13 +425,13 @@ describe('ENI lifecycle', () => {
           securityGroupIds: [],
         }),
       ),
-    ).rejects.toSatisfy(isSubnetFull);
+    ).rejects.toSatisfy(failureOf('subnet-full'));
     f.emulator.state.setSubnetFragmented(f.seed.subnets.podsA.subnetId, true);
     await expect(
       f.adapter.createEni(
         podEniRequest(f, instanceId, { ipCount: 0, prefixCount: 1, clientToken: 'prefix' }),
       ),
-    ).rejects.toSatisfy(isPrefixCapacity);
+    ).rejects.toSatisfy(failureOf('prefix-capacity'));
   });
 
   it('attach, set delete-on-termination, assign and unassign IPs and prefixes', async () => {
@@ -526,7 +519,7 @@ describe('ENI lifecycle', () => {
     const instanceId = f.launch();
     const { eni, attachmentId } = await attachedPodEni(f, instanceId, 1);
 
-    await expect(f.adapter.deleteEni(eni.id)).rejects.toSatisfy(isInUse);
+    await expect(f.adapter.deleteEni(eni.id)).rejects.toSatisfy(failureOf('in-use'));
     await f.adapter.detachEni(attachmentId);
     await f.adapter.detachEni(attachmentId);
     await f.adapter.deleteEni(eni.id);
@@ -544,8 +537,8 @@ describe('ENI lifecycle', () => {
 
     const failure = await f.adapter.attachEni(eni.id, instanceId, 0).catch((error: unknown) => error);
 
-    expect(failure).toBeInstanceOf(Ec2Error);
-    expect(isDeviceIndexConflict(failure)).toBe(true);
+    expect(failure).toBeInstanceOf(Ec2Failure);
+    expect(isEc2Failure(failure, 'device-index-taken')).toBe(true);
     expect(f.emulator.state.networkInterface(eni.id)?.attachment).toBeUndefined();
   });
 
@@ -557,7 +550,9 @@ describe('ENI lifecycle', () => {
       podEniRequest(f, instanceId, { ipCount: 1, clientToken: 'third' }),
     );
 
-    await expect(f.adapter.attachEni(third.id, instanceId, 2)).rejects.toSatisfy(isAttachmentLimit);
+    await expect(f.adapter.attachEni(third.id, instanceId, 2)).rejects.toSatisfy(
+      failureOf('attachment-limit'),
+    );
   });
 });
 
@@ -579,13 +574,13 @@ describe('retries', () => {
     expect(f.emulator.state.networkInterfaces({ subnetId: f.seed.subnets.podsA.subnetId })).toHaveLength(6);
   });
 
-  it('throttling that outlasts maxAttempts surfaces as a classified Ec2Error', async () => {
+  it('throttling that outlasts maxAttempts surfaces as a classified Ec2Failure', async () => {
     const f = await start({ retry: { maxAttempts: 3 } });
     f.emulator.faults.inject({ action: 'DescribeVpcs', kind: 'throttle', times: Number.POSITIVE_INFINITY });
 
     const failure = await f.adapter.describeVpc(f.seed.vpc.vpcId).catch((error: unknown) => error);
 
-    expect(isThrottled(failure)).toBe(true);
+    expect(isEc2Failure(failure, 'throttled')).toBe(true);
     expect(f.emulator.calls.count('DescribeVpcs')).toBe(3);
   });
 
@@ -607,25 +602,18 @@ describe('retries', () => {
     f.emulator.setEventualConsistencyMs(1_000);
     const eni = await f.adapter.createEni(podEniRequest(f, instanceId));
 
-    await expect(f.adapter.attachEni(eni.id, instanceId, 1)).rejects.toSatisfy(isNotFound);
+    await expect(f.adapter.attachEni(eni.id, instanceId, 1)).rejects.toSatisfy(failureOf('not-found'));
     expect(f.emulator.state.networkInterface(eni.id)?.attachment).toBeUndefined();
   });
 
-  it('retryWhileNotFound carries attach and delete-on-termination through NotFound after our create', async () => {
-    const f = await start();
+  it('justCreated / justAttached carry attach and delete-on-termination through NotFound after our create', async () => {
+    const f = await start({ adapter: { notFoundRetry: { attempts: 6, delayMs: 100 } } });
     const instanceId = f.launch();
     f.emulator.setEventualConsistencyMs(250);
-    const notFoundRetry = { attempts: 6, delayMs: 100, sleep: f.sleep };
 
     const eni = await f.adapter.createEni(podEniRequest(f, instanceId));
-    const attachmentId = await retryWhileNotFound(
-      () => f.adapter.attachEni(eni.id, instanceId, 1),
-      notFoundRetry,
-    );
-    await retryWhileNotFound(
-      () => f.adapter.setDeleteOnTermination(eni.id, attachmentId, true),
-      notFoundRetry,
-    );
+    const attachmentId = await f.adapter.attachEni(eni.id, instanceId, 1, { justCreated: true });
+    await f.adapter.setDeleteOnTermination(eni.id, attachmentId, true, { justAttached: true });
 
     expect(f.sleeps).toEqual([100, 200]);
     expect(
@@ -685,16 +673,18 @@ describe('IPv6', () => {
     const instanceId = f.launch('m5.large');
     const tiny = { subnetId: f.seed.subnets.tinyA.subnetId, ipCount: 1 };
     const { eni } = await attachedPodEni(f, instanceId, 1, tiny);
-    await expect(f.adapter.assignIpv6Prefixes(eni.id, 1)).rejects.toSatisfy(isIpv6Refusal);
+    await expect(f.adapter.assignIpv6Prefixes(eni.id, 1)).rejects.toSatisfy(failureOf('ipv6-refused'));
     await expect(
       f.adapter.createEni(podEniRequest(f, instanceId, { ...tiny, ipv6PrefixCount: 1, clientToken: 'v6' })),
-    ).rejects.toSatisfy(isIpv6Refusal);
+    ).rejects.toSatisfy(failureOf('ipv6-refused'));
     const dualStack = await attachedPodEni(f, instanceId, 2, { ipCount: 1 });
     await f.adapter.assignIpv6Prefixes(dualStack.eni.id, 10);
-    await expect(f.adapter.assignIpv6Prefixes(dualStack.eni.id, 1)).rejects.toSatisfy(isIpv6Refusal);
+    await expect(f.adapter.assignIpv6Prefixes(dualStack.eni.id, 1)).rejects.toSatisfy(
+      failureOf('ipv6-refused'),
+    );
     // Not an IPv6 refusal: an IPv4 subnet running out stays what it was.
     await expect(
       f.adapter.createEni(podEniRequest(f, instanceId, { ...tiny, ipCount: 40, clientToken: 'full' })),
-    ).rejects.not.toSatisfy(isIpv6Refusal);
+    ).rejects.not.toSatisfy(failureOf('ipv6-refused'));
   });
 });

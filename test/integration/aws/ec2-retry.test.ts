@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Ec2Error } from '../../../functions/aws/ec2-errors.ts';
+import { ec2Failure } from '../../../functions/aws/ec2-errors.ts';
 import {
   createEc2RetryStrategy,
   DEFAULT_EC2_RETRY_OPTIONS,
@@ -9,7 +9,7 @@ import {
 } from '../../../functions/aws/ec2-retry.ts';
 
 const notFound = () =>
-  new Ec2Error('InvalidNetworkInterfaceID.NotFound', "The networkInterface ID 'eni-1' does not exist");
+  ec2Failure('InvalidNetworkInterfaceID.NotFound', "The networkInterface ID 'eni-1' does not exist");
 
 /** An operation that fails with the given errors in turn, then returns `value`. */
 function failingThen<T>(errors: unknown[], value: T): { operation: () => Promise<T>; calls: () => number } {
@@ -116,7 +116,7 @@ describe('retryWhileNotFound', () => {
   });
 
   it('rethrows any other error at once', async () => {
-    const conflict = new Ec2Error(
+    const conflict = ec2Failure(
       'InvalidParameterValue',
       'already has an interface attached at device index 1',
     );

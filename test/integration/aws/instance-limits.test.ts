@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { isRetryableServerError } from '../../../functions/aws/ec2-errors.ts';
 import {
   InstanceLimitsCatalog,
   type InstanceLimitsCatalogOptions,
   type LimitsFallbackEvent,
   STATIC_INSTANCE_LIMITS,
 } from '../../../functions/aws/instance-limits.ts';
+import { isEc2Failure } from '../../../functions/core/ec2-failure.ts';
 import type { InstanceLimits } from '../../../functions/core/model.ts';
 import { type Ec2Fixture, startEc2Fixture } from './ec2-fixture.ts';
 
@@ -131,7 +131,7 @@ describe('InstanceLimitsCatalog', () => {
       reason: 'describe-failed',
       staticHit: true,
     });
-    expect(isRetryableServerError(fallbacks[0]?.error)).toBe(true);
+    expect(isEc2Failure(fallbacks[0]?.error, 'server-fault')).toBe(true);
 
     expect(await catalog.limitsFor('m5.large')).toEqual(M5_LARGE);
     expect(describeCalls()).toBe(2);
@@ -144,7 +144,7 @@ describe('InstanceLimitsCatalog', () => {
     const { catalog, emulator, describeCalls } = await catalogOverEmulator({ staticTable: new Map() });
     emulator.faults.inject({ action: 'DescribeInstanceTypes', kind: 'server-error', times: 2 });
 
-    await expect(catalog.limitsFor('m5.large')).rejects.toSatisfy(isRetryableServerError);
+    await expect(catalog.limitsFor('m5.large')).rejects.toMatchObject({ kind: 'server-fault' });
     expect(await catalog.limitsFor('m5.large')).toEqual(M5_LARGE);
     expect(describeCalls()).toBe(3);
   });

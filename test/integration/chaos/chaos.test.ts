@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { tagsForNewEni } from '../../../functions/aws/eni-tags.ts';
+import { tagsForNewEni } from '../../../functions/core/eni-ownership.ts';
 import { checkRun } from '../../chaos/checks.ts';
 import { planRun } from '../../chaos/plan.ts';
 import { runChaos } from '../../chaos/run.ts';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ownershipTags } from '../../../functions/aws/eni-tags.ts';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
+import { ownershipTags } from '../../../functions/core/eni-ownership.ts';
 import { registerCiliumNode } from '../../local-cloud/cilium-agent.ts';
 import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.ts';
 

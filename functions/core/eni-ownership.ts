@@ -1,4 +1,4 @@
-import type { Tags } from '../core/model.ts';
+import type { Tags } from './model.ts';
 
 /**
  * The tags on every ENI we create, set in CreateNetworkInterface's TagSpecifications so an ENI

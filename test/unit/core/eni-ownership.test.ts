@@ -6,7 +6,7 @@ import {
   ownershipTags,
   tagsForNewEni,
   validateExtraTags,
-} from '../../../functions/aws/eni-tags.ts';
+} from '../../../functions/core/eni-ownership.ts';
 
 describe('ENI tags', () => {
   it('ownership tags carry the IAM scope-down key, cilium GC tags, our instance and owner tags', () => {
