@@ -156,124 +156,178 @@ export type ReleasePlan =
  * (f) whatever its mark says, an IP in `status.ipam.used` is never unassigned.
  */
 export function planRelease(inputs: ReleaseInputs): ReleasePlan {
-  const { record, ciliumNode, knobs, nowEpochMs } = inputs;
+  const { record, knobs } = inputs;
   const previous = record.excessMarks ?? {};
-  const used = new Set(usedIps(ciliumNode));
-  const answers = releaseAnswers(ciliumNode);
-  const pool = new Set(Object.keys(ciliumNode?.spec?.ipam?.pool ?? {}));
-  const assigned = addressesOnEnis(record.enis);
-  const multiPool = isMultiPoolNode(ciliumNode);
-  const { excessIpCount, excessIps } = excessSetOf(inputs, used, multiPool);
-  const abortReason: MarkChangeReason = !inputs.releaseEnabled
-    ? 'release-disabled'
-    : multiPool
-      ? 'multi-pool-node'
-      : 'no-longer-excess';
-
+  const view = releaseView(inputs);
   const marks: Record<string, ExcessMark> = {};
   const changes: MarkChange[] = [];
-  const change = (ip: string, from: MarkStage, to: MarkStage, reason: MarkChangeReason) =>
-    changes.push({ ip, from, to, reason });
   const readyToUnassign = new Set<string>();
-  const leaving = multiPool ? new Set<string>() : excludedPoolIps(record.enis, knobs, ciliumNode);
-  const exclusion = { used, answers, pool, leaving, multiPool };
 
   for (const [ip, mark] of Object.entries(previous)) {
-    const from = stageOf(mark);
-    if (mark.cause === 'excluded-eni') {
-      const next = nextExclusionMark(ip, mark, exclusion);
-      if (next.mark) marks[ip] = next.mark;
-      if (next.reason) change(ip, from, next.mark ? stageOf(next.mark) : 'unmarked', next.reason);
-      continue;
+    const judged = judgeMark(ip, mark, view);
+    if (judged.next) marks[ip] = judged.next;
+    if (judged.reason) {
+      changes.push({
+        ip,
+        from: stageOf(mark),
+        to: judged.next ? stageOf(judged.next) : 'unmarked',
+        reason: judged.reason,
+      });
     }
-    if (mark.state === 'released') {
-      if (assigned.has(ip)) change(ip, from, 'unmarked', 'reassigned');
-      else if (answers[ip] === undefined) change(ip, from, 'unmarked', 'agent-acknowledged');
-      else marks[ip] = mark;
-      continue;
-    }
-    if (!excessIps.has(ip)) {
-      if (mark.state === 'ready-for-release' && !assigned.has(ip)) {
-        marks[ip] = { ...mark, state: 'released' };
-        change(ip, from, 'released', 'gone-from-ec2');
-      } else {
-        change(ip, from, 'unmarked', abortReason);
-      }
-      continue;
-    }
-    if (mark.state !== undefined && answers[ip] === 'do-not-release') {
-      change(ip, from, 'unmarked', 'agent-do-not-release');
-      continue;
-    }
-    if (mark.state === 'do-not-release') {
-      // Never written by this planner (the answer drops the mark); a record holding it is stale.
-      change(ip, from, 'unmarked', 'agent-do-not-release');
-      continue;
-    }
-    if (mark.state === 'marked-for-release' && answers[ip] === 'ready-for-release') {
-      marks[ip] = { ...mark, state: 'ready-for-release' };
-      change(ip, from, 'ready-for-release', 'agent-ready');
-      continue;
-    }
-    if (mark.state === undefined && delayElapsed(mark, inputs)) {
-      marks[ip] = { ...mark, state: 'marked-for-release' };
-      change(ip, from, 'marked-for-release', 'release-delay-elapsed');
-      continue;
-    }
+    if (judged.unassign) readyToUnassign.add(ip);
+  }
+  for (const [ip, mark, reason] of newMarks(previous, view, inputs)) {
     marks[ip] = mark;
-    if (mark.state === 'ready-for-release' && !pool.has(ip) && !used.has(ip) && ciliumNode !== undefined) {
-      readyToUnassign.add(ip);
-    }
-  }
-
-  for (const ip of leaving) {
-    if (Object.hasOwn(previous, ip)) continue;
-    marks[ip] = { sinceEpochMs: nowEpochMs, state: 'marked-for-release', cause: 'excluded-eni' };
-    change(ip, 'unmarked', 'marked-for-release', 'excluded-eni');
-  }
-
-  for (const ip of excessIps) {
-    if (Object.hasOwn(previous, ip)) continue;
-    const mark: ExcessMark = { sinceEpochMs: nowEpochMs };
-    if (delayElapsed(mark, inputs)) {
-      marks[ip] = { ...mark, state: 'marked-for-release' };
-      change(ip, 'unmarked', 'marked-for-release', 'excess');
-    } else {
-      marks[ip] = mark;
-      change(ip, 'unmarked', 'pending', 'excess');
-    }
+    changes.push({ ip, from: 'unmarked', to: stageOf(mark), reason });
   }
 
   const unassignments = groupUnassignments(record.enis, knobs, readyToUnassign);
-  for (const unassignment of unassignments) {
-    for (const ip of unassignment.addresses) {
-      const mark = marks[ip];
-      if (mark === undefined) continue;
-      marks[ip] = { ...mark, state: 'released' };
-      change(ip, 'ready-for-release', 'released', 'unassigned');
-    }
+  for (const ip of unassignments.flatMap((unassignment) => unassignment.addresses)) {
+    const mark = marks[ip];
+    if (mark === undefined) continue;
+    marks[ip] = { ...mark, state: 'released' };
+    changes.push({ ip, from: 'ready-for-release', to: 'released', reason: 'unassigned' });
   }
+  return releasePlanOf(inputs, view, {
+    marks: sortMarks(marks),
+    changes: changes.sort((left, right) => compareIpv4(left.ip, right.ip)),
+    unassignments,
+  });
+}
 
-  const sortedMarks = sortMarks(marks);
-  const sortedChanges = changes.sort((left, right) => compareIpv4(left.ip, right.ip));
-  if (unassignments.length > 0) {
-    return {
-      kind: 'unassign',
-      excessIpCount,
-      marks: sortedMarks,
-      changes: sortedChanges,
-      unassignments,
-    };
+/** What every mark is judged against: the CiliumNode's answers and pool, EC2's addresses, the excess set. */
+interface ReleaseView {
+  readonly used: ReadonlySet<string>;
+  readonly answers: Readonly<Record<string, ReleaseStatus>>;
+  readonly pool: ReadonlySet<string>;
+  readonly assigned: ReadonlySet<string>;
+  readonly multiPool: boolean;
+  readonly excessIpCount: number;
+  readonly excessIps: ReadonlySet<string>;
+  /** IPs of ENIs that became excluded, leaving the pool (rule for `excluded-eni` marks). */
+  readonly leaving: ReadonlySet<string>;
+  /** Why a mark whose IP left the excess set is dropped. */
+  readonly abortReason: MarkChangeReason;
+  readonly published: boolean;
+  readonly inputs: ReleaseInputs;
+}
+
+function releaseView(inputs: ReleaseInputs): ReleaseView {
+  const { record, ciliumNode, knobs } = inputs;
+  const used = new Set(usedIps(ciliumNode));
+  const multiPool = isMultiPoolNode(ciliumNode);
+  const { excessIpCount, excessIps } = excessSetOf(inputs, used, multiPool);
+  return {
+    used,
+    answers: releaseAnswers(ciliumNode),
+    pool: new Set(Object.keys(ciliumNode?.spec?.ipam?.pool ?? {})),
+    assigned: addressesOnEnis(record.enis),
+    multiPool,
+    excessIpCount,
+    excessIps,
+    leaving: multiPool ? new Set<string>() : excludedPoolIps(record.enis, knobs, ciliumNode),
+    abortReason: !inputs.releaseEnabled
+      ? 'release-disabled'
+      : multiPool
+        ? 'multi-pool-node'
+        : 'no-longer-excess',
+    published: ciliumNode !== undefined,
+    inputs,
+  };
+}
+
+/** A recorded mark's next value (none: dropped), why it changed (none: unchanged), and whether rule (d) unassigns it now. */
+interface JudgedMark {
+  readonly next?: ExcessMark;
+  readonly reason?: MarkChangeReason;
+  readonly unassign?: true;
+}
+
+/** Rules (e), (a), (c), (b) and (d) for one recorded mark, the first that applies. */
+function judgeMark(ip: string, mark: ExcessMark, view: ReleaseView): JudgedMark {
+  if (mark.cause === 'excluded-eni') {
+    const next = nextExclusionMark(ip, mark, view);
+    return { ...(next.mark ? { next: next.mark } : {}), ...(next.reason ? { reason: next.reason } : {}) };
   }
-  if (sortedChanges.length > 0) {
-    return { kind: 'update-marks', excessIpCount, marks: sortedMarks, changes: sortedChanges };
+  if (mark.state === 'released') {
+    if (view.assigned.has(ip)) return { reason: 'reassigned' };
+    return view.answers[ip] === undefined ? { reason: 'agent-acknowledged' } : { next: mark };
+  }
+  if (!view.excessIps.has(ip)) {
+    return mark.state === 'ready-for-release' && !view.assigned.has(ip)
+      ? { next: { ...mark, state: 'released' }, reason: 'gone-from-ec2' }
+      : { reason: view.abortReason };
+  }
+  return judgeHandshake(ip, mark, view);
+}
+
+/** Rules (c), (b) and (d) for a mark whose IP is still excess. */
+function judgeHandshake(ip: string, mark: ExcessMark, view: ReleaseView): JudgedMark {
+  const answer = view.answers[ip];
+  // A `do-not-release` state is never written by this planner (the answer drops the mark); a
+  // record holding it is stale.
+  if ((mark.state !== undefined && answer === 'do-not-release') || mark.state === 'do-not-release') {
+    return { reason: 'agent-do-not-release' };
+  }
+  if (mark.state === 'marked-for-release' && answer === 'ready-for-release') {
+    return { next: { ...mark, state: 'ready-for-release' }, reason: 'agent-ready' };
+  }
+  if (mark.state === undefined && delayElapsed(mark, view.inputs)) {
+    return { next: { ...mark, state: 'marked-for-release' }, reason: 'release-delay-elapsed' };
+  }
+  const unassign =
+    mark.state === 'ready-for-release' && !view.pool.has(ip) && !view.used.has(ip) && view.published;
+  return unassign ? { next: mark, unassign: true } : { next: mark };
+}
+
+/** Marks for IPs without one: those of excluded ENIs, then the new excess (pending, or marked once the delay is zero). */
+function newMarks(
+  previous: Readonly<Record<string, ExcessMark>>,
+  view: ReleaseView,
+  inputs: ReleaseInputs,
+): [string, ExcessMark, MarkChangeReason][] {
+  const created: [string, ExcessMark, MarkChangeReason][] = [];
+  for (const ip of view.leaving) {
+    if (Object.hasOwn(previous, ip)) continue;
+    created.push([
+      ip,
+      { sinceEpochMs: inputs.nowEpochMs, state: 'marked-for-release', cause: 'excluded-eni' },
+      'excluded-eni',
+    ]);
+  }
+  for (const ip of view.excessIps) {
+    if (Object.hasOwn(previous, ip)) continue;
+    const mark: ExcessMark = { sinceEpochMs: inputs.nowEpochMs };
+    created.push([
+      ip,
+      delayElapsed(mark, inputs) ? { ...mark, state: 'marked-for-release' } : mark,
+      'excess',
+    ]);
+  }
+  return created;
+}
+
+/** The plan: unassign when rule (d) found addresses, else record the changed marks, else nothing (and why). */
+function releasePlanOf(
+  inputs: ReleaseInputs,
+  view: ReleaseView,
+  next: {
+    readonly marks: Readonly<Record<string, ExcessMark>>;
+    readonly changes: readonly MarkChange[];
+    readonly unassignments: readonly Unassignment[];
+  },
+): ReleasePlan {
+  const { excessIpCount } = view;
+  if (next.unassignments.length > 0) return { kind: 'unassign', excessIpCount, ...next };
+  if (next.changes.length > 0) {
+    return { kind: 'update-marks', excessIpCount, marks: next.marks, changes: next.changes };
   }
   const reason: NoReleaseReason =
-    Object.keys(previous).length > 0
+    Object.keys(inputs.record.excessMarks ?? {}).length > 0
       ? 'awaiting-handshake'
       : !inputs.releaseEnabled
         ? 'release-disabled'
-        : multiPool
+        : view.multiPool
           ? 'multi-pool-node'
           : 'no-excess';
   return { kind: 'none', reason, excessIpCount };
