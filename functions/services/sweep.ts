@@ -45,10 +45,58 @@ export interface SweepSummary {
 /** States in which an instance keeps its record (stopped instances keep their ENIs). */
 const LIVE_STATES = ['pending', 'running', 'stopping', 'stopped'] as const;
 
+/**
+ * One sweep, in four phases: observe the cluster once (`observeCluster`), decide per running node
+ * (`decideNodes`, pure), reconcile the nodes that need it (`reconcileNodes`), and retire the
+ * records whose instance left (`retireMissing`). A node's failure is listed and logged; the others
+ * go on.
+ */
 export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
-  const { ec2, log } = deps;
+  const observed = await observeCluster(deps);
+  const failed: { instanceId: string; error: string }[] = [...observed.unreadable];
+  for (const item of observed.unreadable) {
+    deps.log.error('sweep cannot read a node record; node left alone', { ...item });
+  }
+  const { decisions, agentProtocols } = decideNodes(observed, deps);
+  const skipped: Record<string, number> = {};
+  for (const { decision } of decisions) {
+    if (decision.kind === 'skip') skipped[decision.reason] = (skipped[decision.reason] ?? 0) + 1;
+  }
+  // Paused (the hand-over, the rollback): observe only. What would have been reconciled is counted
+  // (and logged) as skipped `paused`; nothing is allocated or released.
+  const wouldReconcile = decisions.filter(({ decision }) => decision.kind === 'reconcile');
+  if (observed.settings.paused && wouldReconcile.length > 0) {
+    skipped.paused = wouldReconcile.length;
+    deps.log.info('paused: nodes left to their current allocator', {
+      instanceIds: wouldReconcile.map(({ instanceId }) => instanceId),
+    });
+  }
+  const reconciled = await reconcileNodes(
+    observed.settings.paused ? [] : wouldReconcile,
+    observed,
+    deps,
+    failed,
+  );
+  const retired = await retireMissing(observed, deps, failed);
+  const summary: SweepSummary = {
+    clusterInstances: observed.clusterInstances.length,
+    records: observed.records.length,
+    reconciled,
+    skipped,
+    retired,
+    agentProtocols,
+    failed,
+  };
+  deps.log.info('sweep finished', { ...summary });
+  return summary;
+}
+
+type Observed = Awaited<ReturnType<typeof observeCluster>>;
+
+/** Everything the sweep decides from, read once and concurrently. */
+async function observeCluster(deps: SweepDependencies) {
   const [clusterInstances, { records, unreadable }, ciliumNodes, defaultKnobs, table] = await Promise.all([
-    ec2.listClusterInstances(
+    deps.ec2.listClusterInstances(
       clusterTagKey(deps.settings.clusterName),
       deps.settings.clusterTagValues,
       LIVE_STATES,
@@ -58,24 +106,31 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
     deps.preAgentKnobs?.() ?? deps.settings.defaultKnobs,
     deps.tableGeneration?.(),
   ]);
-  // One reading of the pre-agent knobs for every node of this sweep (and the work it does on them).
-  const settings = { ...deps.settings, defaultKnobs };
-  const nodeDeps = { ...deps, settings };
-  const recordById = new Map(records.map((record) => [record.instanceId, record]));
-  const ciliumNodeByName = new Map(ciliumNodes.map((node) => [node.metadata.name, node]));
   const limitsByType = await limitsOf(
     new Set(clusterInstances.map((listed) => listed.instance.instanceType)),
     deps,
   );
+  return {
+    clusterInstances,
+    records,
+    unreadable,
+    ciliumNodes,
+    table,
+    limitsByType,
+    // One reading of the pre-agent knobs for every node of this sweep (and the work it does on them).
+    settings: { ...deps.settings, defaultKnobs },
+    release: deps.release ?? { enabled: false, delayMs: 0 },
+  };
+}
 
-  const release: ReleaseSettings = deps.release ?? { enabled: false, delayMs: 0 };
-  const reconciled: Record<string, number> = {};
-  const skipped: Record<string, number> = {};
-  const failed: { instanceId: string; error: string }[] = [...unreadable];
-  for (const item of unreadable) log.error('sweep cannot read a node record; node left alone', { ...item });
-  const unreadableIds = new Set(unreadable.map((item) => item.instanceId));
+/** Each running, readable node's decision, and the agent protocols their CiliumNodes show. Pure. */
+function decideNodes(observed: Observed, deps: Pick<SweepDependencies, 'clock'>) {
+  const { settings, release, table } = observed;
+  const recordById = new Map(observed.records.map((record) => [record.instanceId, record]));
+  const ciliumNodeByName = new Map(observed.ciliumNodes.map((node) => [node.metadata.name, node]));
+  const unreadableIds = new Set(observed.unreadable.map((item) => item.instanceId));
   const agentProtocols: Record<AgentProtocol, number> = { crd: 0, 'multi-pool': 0 };
-  const decisions = clusterInstances
+  const decisions = observed.clusterInstances
     .filter((listed) => listed.instance.state === 'running' && !unreadableIds.has(listed.instance.id))
     .map((listed) => {
       const ciliumNode = trustedCiliumNode(
@@ -88,7 +143,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
         record: recordById.get(listed.instance.id),
         ciliumNode,
         defaultKnobs: settings.defaultKnobs,
-        limits: limitsByType.get(listed.instance.instanceType),
+        limits: observed.limitsByType.get(listed.instance.instanceType),
         prefixDelegationEnabled: settings.prefixDelegationEnabled,
         nowEpochMs: deps.clock(),
         consistencyGraceMs: settings.consistencyGraceMs,
@@ -99,19 +154,18 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
       });
       return { instanceId: listed.instance.id, instance: listed.instance, decision };
     });
-  for (const { decision } of decisions) {
-    if (decision.kind === 'skip') skipped[decision.reason] = (skipped[decision.reason] ?? 0) + 1;
-  }
-  // Paused (the hand-over, the rollback): observe only. What would have been reconciled is counted
-  // (and logged) as skipped `paused`; nothing is allocated or released.
-  const wouldReconcile = decisions.filter(({ decision }) => decision.kind === 'reconcile');
-  if (settings.paused && wouldReconcile.length > 0) {
-    skipped.paused = wouldReconcile.length;
-    log.info('paused: nodes left to their current allocator', {
-      instanceIds: wouldReconcile.map(({ instanceId }) => instanceId),
-    });
-  }
-  const toReconcile = settings.paused ? [] : wouldReconcile;
+  return { decisions, agentProtocols };
+}
+
+/** Releases, then allocates, for each node to reconcile; counts what succeeded and lists what failed. */
+async function reconcileNodes(
+  toReconcile: ReturnType<typeof decideNodes>['decisions'],
+  observed: Observed,
+  deps: SweepDependencies,
+  failed: { instanceId: string; error: string }[],
+): Promise<Record<string, number>> {
+  const reconciled: Record<string, number> = {};
+  const nodeDeps = { ...deps, settings: observed.settings };
   /** Runs one piece of a node's work; a failure is logged and listed, and the rest goes on. */
   const attempt = async (instanceId: string, reason: string, work: () => Promise<unknown>) => {
     try {
@@ -119,7 +173,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
       reconciled[reason] = (reconciled[reason] ?? 0) + 1;
     } catch (error) {
       failed.push({ instanceId, error: error instanceof Error ? error.message : String(error) });
-      log.error('sweep could not reconcile a node', { instanceId, reason, error: String(error) });
+      deps.log.error('sweep could not reconcile a node', { instanceId, reason, error: String(error) });
     }
   };
   await forEachWithConcurrency(toReconcile, deps.concurrency, async ({ instanceId, instance, decision }) => {
@@ -128,7 +182,11 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
     // before the allocator plans (a failed release does not hold the allocation back).
     if (decision.release) {
       await attempt(instanceId, 'release', () =>
-        releaseExcess(instanceId, { ...nodeDeps, release, invocationId: deps.invocationId }),
+        releaseExcess(instanceId, {
+          ...nodeDeps,
+          release: observed.release,
+          invocationId: deps.invocationId,
+        }),
       );
     }
     if (decision.reason !== 'release') {
@@ -137,11 +195,19 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
       );
     }
   });
+  return reconciled;
+}
 
+/** Retires every record whose instance the cluster no longer lists; returns how many were retired. */
+async function retireMissing(
+  observed: Observed,
+  deps: SweepDependencies,
+  failed: { instanceId: string; error: string }[],
+): Promise<number> {
   let retired = 0;
-  const listedIds = new Set(clusterInstances.map((listed) => listed.instance.id));
+  const listedIds = new Set(observed.clusterInstances.map((listed) => listed.instance.id));
   await forEachWithConcurrency(
-    recordsMissingFromCluster(records, listedIds),
+    recordsMissingFromCluster(observed.records, listedIds),
     deps.concurrency,
     async (record) => {
       try {
@@ -155,18 +221,7 @@ export async function sweep(deps: SweepDependencies): Promise<SweepSummary> {
       }
     },
   );
-
-  const summary: SweepSummary = {
-    clusterInstances: clusterInstances.length,
-    records: records.length,
-    reconciled,
-    skipped,
-    retired,
-    agentProtocols,
-    failed,
-  };
-  log.info('sweep finished', { ...summary });
-  return summary;
+  return retired;
 }
 
 async function limitsOf(
