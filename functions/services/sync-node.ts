@@ -8,7 +8,12 @@ import { forEachWithConcurrency } from '../core/concurrency.ts';
 import { CrdFieldDroppedError } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
 import type { Log, NodeRecordStore } from '../core/ports.ts';
-import { enisWithDroppedIpv6Prefixes, planSyncStep, type SyncWriteStep } from '../core/sync-plan.ts';
+import {
+  enisWithDroppedIpv6Prefixes,
+  planSyncStep,
+  type SyncStep,
+  type SyncWriteStep,
+} from '../core/sync-plan.ts';
 import { readRecordPage } from '../core/unreadable-records.ts';
 
 /**
@@ -121,20 +126,9 @@ export async function syncNode(
 ): Promise<SyncNodeSummary> {
   const maxRounds = deps.maxRounds ?? DEFAULT_MAX_ROUNDS;
   const initial = start?.record ?? (await deps.store.get(instanceId));
-  if (initial === undefined)
-    return finish({ instanceId, outcome: 'no-record', writes: 0, conflicts: 0 }, deps);
-  if (initial.lifecycle === 'retired') {
-    return finish(
-      { instanceId, outcome: 'retired', writes: 0, conflicts: 0, recordVersion: initial.version },
-      deps,
-    );
-  }
-  if (deps.paused) {
-    return finish(
-      { instanceId, outcome: 'paused', writes: 0, conflicts: 0, recordVersion: initial.version },
-      deps,
-    );
-  }
+  if (initial === undefined) return finish(noRecord(instanceId), deps);
+  const settled = settledBeforeReading(instanceId, initial, deps);
+  if (settled !== undefined) return settled;
 
   const table = await deps.tableGeneration?.();
   let nodeName = initial.nodeName;
@@ -162,39 +156,8 @@ export async function syncNode(
     const summary = { ...base, recordVersion: record.version };
     switch (step.kind) {
       case 'none':
-        if (step.reason === 'stale-record') return finish({ ...summary, outcome: 'stale' }, deps);
-        if (step.reason === 'unreconciled-record') {
-          deps.log.info('record not yet reconciled with EC2 in this table; waiting for the allocator', {
-            ...summary,
-            table,
-            reconciledInTable: record.reconciledInTable,
-          });
-          return finish({ ...summary, outcome: 'unreconciled' }, deps);
-        }
-        if (step.reason === 'newer-table') {
-          deps.log.warn('CiliumNode claimed from a newer node table; this deployment writes nothing', {
-            ...summary,
-            table,
-          });
-          return finish({ ...summary, outcome: 'superseded' }, deps);
-        }
-        if (step.reason === 'record-retired') return finish({ ...summary, outcome: 'retired' }, deps);
-        return finish({ ...summary, outcome: writes > 0 ? 'written' : 'in-sync' }, deps);
       case 'refuse':
-        deps.log.error(
-          step.reason === 'foreign-instance'
-            ? 'CiliumNode belongs to another instance; nothing written'
-            : 'node record cannot be published; nothing written',
-          { ...summary, refusedSync: step.reason, detail: step.detail },
-        );
-        return finish(
-          {
-            ...summary,
-            outcome: step.reason === 'foreign-instance' ? 'refused-foreign' : 'refused-unpublishable',
-          },
-          deps,
-          false,
-        );
+        return syncEnded(step, summary, { record, table, writes }, deps);
       default:
         try {
           ciliumNode = await write(nodeName, step, deps.ciliumNodes);
@@ -214,6 +177,67 @@ export async function syncNode(
     }
   }
   throw new SyncDidNotConvergeError(instanceId, maxRounds, writes, conflicts);
+}
+
+/** A sync with nothing to read: a retired record, or a paused deployment; else undefined. */
+function settledBeforeReading(
+  instanceId: string,
+  initial: NodeRecord,
+  deps: SyncDependencies,
+): SyncNodeSummary | undefined {
+  const base = { instanceId, writes: 0, conflicts: 0, recordVersion: initial.version };
+  if (initial.lifecycle === 'retired') return finish({ ...base, outcome: 'retired' }, deps);
+  if (deps.paused) return finish({ ...base, outcome: 'paused' }, deps);
+  return undefined;
+}
+
+function noRecord(instanceId: string): SyncNodeSummary {
+  return { instanceId, outcome: 'no-record', writes: 0, conflicts: 0 };
+}
+
+/** How a sync ends on a step that writes nothing: its outcome, logged as the step's reason asks. */
+function syncEnded(
+  step: Extract<SyncStep, { kind: 'none' | 'refuse' }>,
+  summary: Omit<SyncNodeSummary, 'outcome'>,
+  context: { readonly record: NodeRecord; readonly table: string | undefined; readonly writes: number },
+  deps: SyncDependencies,
+): SyncNodeSummary {
+  const { record, table, writes } = context;
+  if (step.kind === 'refuse') {
+    const foreign = step.reason === 'foreign-instance';
+    deps.log.error(
+      foreign
+        ? 'CiliumNode belongs to another instance; nothing written'
+        : 'node record cannot be published; nothing written',
+      { ...summary, refusedSync: step.reason, detail: step.detail },
+    );
+    return finish(
+      { ...summary, outcome: foreign ? 'refused-foreign' : 'refused-unpublishable' },
+      deps,
+      false,
+    );
+  }
+  switch (step.reason) {
+    case 'stale-record':
+      return finish({ ...summary, outcome: 'stale' }, deps);
+    case 'unreconciled-record':
+      deps.log.info('record not yet reconciled with EC2 in this table; waiting for the allocator', {
+        ...summary,
+        table,
+        reconciledInTable: record.reconciledInTable,
+      });
+      return finish({ ...summary, outcome: 'unreconciled' }, deps);
+    case 'newer-table':
+      deps.log.warn('CiliumNode claimed from a newer node table; this deployment writes nothing', {
+        ...summary,
+        table,
+      });
+      return finish({ ...summary, outcome: 'superseded' }, deps);
+    case 'record-retired':
+      return finish({ ...summary, outcome: 'retired' }, deps);
+    default:
+      return finish({ ...summary, outcome: writes > 0 ? 'written' : 'in-sync' }, deps);
+  }
 }
 
 async function write(name: string, step: SyncWriteStep, api: CiliumNodePort): Promise<CiliumNode> {
