@@ -2,7 +2,7 @@ import { isClusterMember } from '../core/cluster-membership.ts';
 import { VersionConflictError } from '../core/errors.ts';
 import { expandCidr } from '../core/ip-math.ts';
 import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
-import type { ExcessMark, NodeRecord } from '../core/model.ts';
+import type { EniState, ExcessMark, InstanceView, NodeRecord } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
 import {
   enisAfterUnassign,
@@ -63,37 +63,17 @@ export async function releaseExcess(instanceId: string, deps: ReleaseDependencie
 }
 
 async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promise<ReleaseOutcome> {
-  const { ec2, store, settings, log } = deps;
-  const instance = await ec2.describeInstance(instanceId);
-  if (!instance) return ignored('unknown-instance', `EC2 does not know instance ${instanceId}`, deps);
-  if (!isClusterMember(instance, settings.clusterName, settings.clusterTagValues)) {
-    return ignored(
-      'not-in-cluster',
-      `instance ${instanceId} is not a member of ${settings.clusterName}`,
-      deps,
-    );
-  }
-  if (instance.state !== 'running') {
-    return ignored('not-running', `instance ${instanceId} is ${instance.state}, not running`, deps);
-  }
-  let record = await store.get(instanceId);
-  if (!record)
-    return ignored('no-record', `node ${instanceId} has no record yet; allocation comes first`, deps);
-  if (record.lifecycle !== 'active') {
-    return ignored('not-active', `node ${instanceId} is ${record.lifecycle}`, deps);
-  }
-  if (isLeasedByOther(record, deps.invocationId, deps.clock())) {
-    log.info('another invocation holds the node; backing off', { instanceId, lease: record.lease });
-    return { kind: 'busy', leaseHolder: record.lease?.holder ?? '' };
-  }
-
+  const { ec2, settings } = deps;
+  const gate = await releasableNode(instanceId, deps);
+  if ('kind' in gate) return gate;
+  const { instance, record } = gate;
   const [ciliumNode, limits, observedEnis] = await Promise.all([
     deps.ciliumNodes.get(record.nodeName),
     ec2.describeInstanceLimits(instance.instanceType),
     ec2.describeAttachedEnis(instanceId, record.vpc.id),
   ]);
   const trusted = trustedCiliumNode(ciliumNode, instanceId);
-  let enis = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);
+  const enis = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);
   const previousMarks = record.excessMarks ?? {};
   const plan = planRelease({
     record: { enis, excessMarks: previousMarks },
@@ -109,56 +89,128 @@ async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promi
   if (plan.kind === 'none' && (isMultiPoolNode(trusted) || record.cidrReleases !== undefined)) {
     // A multi-pool node (or one that just left that protocol) releases by CIDR, once no handshake
     // is left to abandon.
-    const outcome = await releaseMultiPoolCidrs(instance, deps);
-    if (outcome.kind === 'busy') return { kind: 'busy', leaseHolder: '' };
-    return {
-      kind: 'reconciled',
-      plan:
-        outcome.releasedCidrs.length > 0 ? 'unassign' : outcome.kind === 'updated' ? 'update-marks' : 'none',
-      recordVersion: (await store.get(instanceId))?.version ?? record.version,
-      releasedIps: outcome.releasedCidrs.flatMap((cidr) => expandCidr(cidr)),
-      changes: outcome.changes,
-    };
+    return releaseByCidr(instance, record, deps);
   }
   if (plan.kind === 'none') {
     return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps: [], changes };
   }
-
-  const write = async (marks: Readonly<Record<string, ExcessMark>>, lease: boolean) => {
-    const base = record as NodeRecord;
-    const next = withMarks(
-      nextNodeRecord(base, contentOf(base, instance, enis, lease, deps), deps.clock()),
-      marks,
-    );
-    await store.put(next, base.version);
-    record = next;
-  };
-
   if (plan.kind === 'update-marks') {
-    await write(plan.marks, false);
-    log.info('release handshake advanced', { instanceId, changes, recordVersion: record.version });
-    return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps: [], changes };
+    const next = await writeMarks({ base: record, instance, enis, marks: plan.marks, lease: false }, deps);
+    deps.log.info('release handshake advanced', { instanceId, changes, recordVersion: next.version });
+    return { kind: 'reconciled', plan: plan.kind, recordVersion: next.version, releasedIps: [], changes };
   }
+  return unassignExcess({ record, instance, enis, plan, previousMarks, changes }, deps);
+}
 
-  await write(previousMarks, true); // the claim, conditional on the version we read
+/** The node, when its release may be planned: a running cluster member with an active record no one else holds. */
+async function releasableNode(
+  instanceId: string,
+  deps: ReleaseDependencies,
+): Promise<ReleaseOutcome | { readonly instance: InstanceView; readonly record: NodeRecord }> {
+  const { settings } = deps;
+  const instance = await deps.ec2.describeInstance(instanceId);
+  if (!instance) return ignored('unknown-instance', `EC2 does not know instance ${instanceId}`, deps);
+  if (!isClusterMember(instance, settings.clusterName, settings.clusterTagValues)) {
+    return ignored(
+      'not-in-cluster',
+      `instance ${instanceId} is not a member of ${settings.clusterName}`,
+      deps,
+    );
+  }
+  if (instance.state !== 'running') {
+    return ignored('not-running', `instance ${instanceId} is ${instance.state}, not running`, deps);
+  }
+  const record = await deps.store.get(instanceId);
+  if (!record)
+    return ignored('no-record', `node ${instanceId} has no record yet; allocation comes first`, deps);
+  if (record.lifecycle !== 'active') {
+    return ignored('not-active', `node ${instanceId} is ${record.lifecycle}`, deps);
+  }
+  if (isLeasedByOther(record, deps.invocationId, deps.clock())) {
+    deps.log.info('another invocation holds the node; backing off', { instanceId, lease: record.lease });
+    return { kind: 'busy', leaseHolder: record.lease?.holder ?? '' };
+  }
+  return { instance, record };
+}
+
+/** A multi-pool node's release, by whole CIDRs (`releaseMultiPoolCidrs`), as this service's outcome. */
+async function releaseByCidr(
+  instance: InstanceView,
+  record: NodeRecord,
+  deps: ReleaseDependencies,
+): Promise<ReleaseOutcome> {
+  const outcome = await releaseMultiPoolCidrs(instance, deps);
+  if (outcome.kind === 'busy') return { kind: 'busy', leaseHolder: '' };
+  return {
+    kind: 'reconciled',
+    plan:
+      outcome.releasedCidrs.length > 0 ? 'unassign' : outcome.kind === 'updated' ? 'update-marks' : 'none',
+    recordVersion: (await deps.store.get(instance.id))?.version ?? record.version,
+    releasedIps: outcome.releasedCidrs.flatMap((cidr) => expandCidr(cidr)),
+    changes: outcome.changes,
+  };
+}
+
+/** The next record version over `base`, with `marks` (and the node's lease when `lease`), written conditionally on `base`. */
+async function writeMarks(
+  write: {
+    readonly base: NodeRecord;
+    readonly instance: InstanceView;
+    readonly enis: readonly EniState[];
+    readonly marks: Readonly<Record<string, ExcessMark>>;
+    readonly lease: boolean;
+  },
+  deps: ReleaseDependencies,
+): Promise<NodeRecord> {
+  const { base, instance, enis, marks, lease } = write;
+  const next = withMarks(
+    nextNodeRecord(base, contentOf(base, instance, enis, lease, deps), deps.clock()),
+    marks,
+  );
+  await deps.store.put(next, base.version);
+  return next;
+}
+
+/**
+ * Rule (d) of `planRelease`: claim the node (the lease, conditional on the version read), unassign
+ * per ENI until one call fails, then record what EC2 confirmed and release the claim, whether or
+ * not every call went through.
+ */
+async function unassignExcess(
+  release: {
+    readonly record: NodeRecord;
+    readonly instance: InstanceView;
+    readonly enis: readonly EniState[];
+    readonly plan: Extract<ReleasePlan, { kind: 'unassign' }>;
+    readonly previousMarks: Readonly<Record<string, ExcessMark>>;
+    readonly changes: Readonly<Record<string, number>>;
+  },
+  deps: ReleaseDependencies,
+): Promise<ReleaseOutcome> {
+  const { record, instance, enis, plan, previousMarks, changes } = release;
+  const instanceId = instance.id;
+  const claimed = await writeMarks({ base: record, instance, enis, marks: previousMarks, lease: true }, deps);
   const confirmed: Unassignment[] = [];
   let failure: unknown;
   for (const unassignment of plan.unassignments) {
     try {
-      await ec2.unassignIps(unassignment.eniId, { ips: unassignment.ips, prefixes: unassignment.prefixes });
+      await deps.ec2.unassignIps(unassignment.eniId, {
+        ips: unassignment.ips,
+        prefixes: unassignment.prefixes,
+      });
       confirmed.push(unassignment);
     } catch (error) {
       failure = error;
       break;
     }
   }
-  // Record what EC2 confirmed and release the claim, whether or not every call went through.
-  enis = enisAfterUnassign(enis, confirmed, deps.clock());
   const marks = marksAfterUnassign(plan, previousMarks, new Set(confirmed.map((done) => done.eniId)));
+  let recorded: NodeRecord;
   try {
-    await write(marks, false);
+    const enisAfter = enisAfterUnassign(enis, confirmed, deps.clock());
+    recorded = await writeMarks({ base: claimed, instance, enis: enisAfter, marks, lease: false }, deps);
   } catch (error) {
-    log.error('could not record the release; the lease will expire and the next plan recovers', {
+    deps.log.error('could not record the release; the lease will expire and the next plan recovers', {
       instanceId,
       error: errorMessage(error),
     });
@@ -166,15 +218,15 @@ async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promi
   }
   const releasedIps = confirmed.flatMap((done) => done.addresses);
   if (failure !== undefined) {
-    log.error('unassigning excess IPs failed part-way; recorded what EC2 confirmed', {
+    deps.log.error('unassigning excess IPs failed part-way; recorded what EC2 confirmed', {
       instanceId,
       releasedIps,
       error: errorMessage(failure),
     });
     throw failure;
   }
-  log.info('excess IPs released', { instanceId, releasedIps, changes, recordVersion: record.version });
-  return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps, changes };
+  deps.log.info('excess IPs released', { instanceId, releasedIps, changes, recordVersion: recorded.version });
+  return { kind: 'reconciled', plan: plan.kind, recordVersion: recorded.version, releasedIps, changes };
 }
 
 /** The record with its `excessMarks` replaced (the field is left out when there are none). */
