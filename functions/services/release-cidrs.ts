@@ -10,9 +10,10 @@ import {
   withoutTombstoned,
   withWithdrawalVersions,
 } from '../core/cidr-release-plan.ts';
+import type { CiliumNode } from '../core/ciliumnode.ts';
 import { VersionConflictError } from '../core/errors.ts';
 import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
-import type { CidrRelease, InstanceView, NodeRecord } from '../core/model.ts';
+import type { CidrRelease, EniState, InstanceView, NodeRecord } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
 import { enisAfterUnassign } from '../core/release-plan.ts';
 import { contentOf, type ReleaseDependencies } from './release-record.ts';
@@ -68,20 +69,7 @@ async function releaseCidrsOnce(
   ]);
   const merged = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);
   let enis = withoutTombstoned(merged, tombstonedCidrs(record));
-  const plan = planCidrRelease({
-    record: {
-      version: record.version,
-      enis,
-      ...(record.cidrReleases ? { cidrReleases: record.cidrReleases } : {}),
-    },
-    ciliumNode,
-    ...(table === undefined ? {} : { table }),
-    knobs: knobsFromCiliumNode(ciliumNode, settings.defaultKnobs),
-    releaseEnabled: deps.release.enabled,
-    releaseDelayMs: deps.release.delayMs,
-    tombstoneMs: deps.release.tombstoneMs ?? tombstoneDurationMs(settings.consistencyGraceMs),
-    nowEpochMs: deps.clock(),
-  });
+  const plan = cidrReleasePlan(record, enis, ciliumNode, table, deps);
   if (plan.kind === 'none') return { kind: 'none', releasedCidrs: [], changes: {} };
   const changes = countChanges(plan);
   let current = record;
@@ -98,26 +86,13 @@ async function releaseCidrsOnce(
   }
 
   await write(record.cidrReleases ?? {}, true); // the claim, conditional on the version we read
-  const confirmed: CidrUnassignment[] = [];
-  let failure: unknown;
-  for (const unassignment of plan.unassignments) {
-    // The re-check right before the EC2 call, on a fresh read (cilium re-checks its marks there).
-    const fresh = trustedCiliumNode(await deps.ciliumNodes.get(record.nodeName), instance.id);
-    if (!unassignmentStillWanted(unassignment, fresh, table)) {
-      log.info('a CIDR to release is wanted again, or its withdrawal not yet published; not releasing it', {
-        instanceId: instance.id,
-        ...unassignment,
-      });
-      continue;
-    }
-    try {
-      await ec2.unassignIps(unassignment.eniId, { ips: unassignment.ips, prefixes: unassignment.prefixes });
-      confirmed.push(unassignment);
-    } catch (error) {
-      failure = error;
-      break;
-    }
-  }
+  const { confirmed, failure } = await unassignStillWanted(
+    plan.unassignments,
+    record.nodeName,
+    instance,
+    table,
+    deps,
+  );
   enis = enisAfterUnassign(enis, confirmed.map(asUnassignment), deps.clock());
   const releases = releasesAfterUnassign(
     plan,
@@ -129,6 +104,69 @@ async function releaseCidrsOnce(
   if (failure !== undefined) throw failure;
   log.info('multi-pool CIDRs released', { instanceId: instance.id, releasedCidrs, changes });
   return { kind: 'updated', releasedCidrs, changes };
+}
+
+/** `planCidrRelease` over the merged ENIs and the trusted CiliumNode, with the deployment's release settings. */
+function cidrReleasePlan(
+  record: NodeRecord,
+  enis: readonly EniState[],
+  ciliumNode: CiliumNode | undefined,
+  table: string | undefined,
+  deps: ReleaseDependencies,
+) {
+  const { settings } = deps;
+  return planCidrRelease({
+    record: {
+      version: record.version,
+      enis,
+      ...(record.cidrReleases ? { cidrReleases: record.cidrReleases } : {}),
+    },
+    ciliumNode,
+    ...(table === undefined ? {} : { table }),
+    knobs: knobsFromCiliumNode(ciliumNode, settings.defaultKnobs),
+    releaseEnabled: deps.release.enabled,
+    releaseDelayMs: deps.release.delayMs,
+    tombstoneMs: deps.release.tombstoneMs ?? tombstoneDurationMs(settings.consistencyGraceMs),
+    nowEpochMs: deps.clock(),
+  });
+}
+
+/**
+ * Unassigns each CIDR in turn, each re-checked right before its EC2 call on a fresh read of the
+ * CiliumNode (cilium re-checks its marks there), until one call fails: what EC2 confirmed, and
+ * the failure that stopped it.
+ */
+async function unassignStillWanted(
+  unassignments: readonly CidrUnassignment[],
+  nodeName: string,
+  instance: InstanceView,
+  table: string | undefined,
+  deps: ReleaseDependencies,
+): Promise<{ readonly confirmed: CidrUnassignment[]; readonly failure: unknown }> {
+  const confirmed: CidrUnassignment[] = [];
+  for (const unassignment of unassignments) {
+    const fresh = trustedCiliumNode(await deps.ciliumNodes.get(nodeName), instance.id);
+    if (!unassignmentStillWanted(unassignment, fresh, table)) {
+      deps.log.info(
+        'a CIDR to release is wanted again, or its withdrawal not yet published; not releasing it',
+        {
+          instanceId: instance.id,
+          ...unassignment,
+        },
+      );
+      continue;
+    }
+    try {
+      await deps.ec2.unassignIps(unassignment.eniId, {
+        ips: unassignment.ips,
+        prefixes: unassignment.prefixes,
+      });
+      confirmed.push(unassignment);
+    } catch (error) {
+      return { confirmed, failure: error };
+    }
+  }
+  return { confirmed, failure: undefined };
 }
 
 function asUnassignment(unassignment: CidrUnassignment) {
