@@ -376,35 +376,10 @@ function planInMode(
   mode: 'prefixes' | 'ips',
   excludedSubnetIds: readonly string[],
 ): AllocationPlan {
+  const fill = fillPlan(context, mode, excludedSubnetIds);
+  if (fill !== undefined) return fill;
   const { snapshot, limits, neededIps, maxIpsToAllocate, limitContext } = context;
   const { instance, enis, knobs } = snapshot;
-  const fillOrder = orderEnisToFill({
-    enis,
-    subnets: snapshot.subnets,
-    knobs,
-    limitContext,
-    excludedSubnetIds,
-    fullEniIds: snapshot.fullEniIds,
-  });
-  const fillTarget =
-    mode === 'ips' && limitContext.prefixDelegation
-      ? (fillOrder.find((candidate) => candidate.eni.prefixes.length > 0) ?? fillOrder[0])
-      : fillOrder[0];
-  if (fillTarget !== undefined) {
-    const count = Math.min(fillTarget.roomIps, fillTarget.subnet.availableAddresses, maxIpsToAllocate);
-    const request: AddressRequest =
-      mode === 'prefixes'
-        ? { prefixCount: Math.min(prefixesFor(count), fillTarget.freeSlots) }
-        : { ipCount: Math.min(count, fillTarget.freeSlots) };
-    return {
-      kind: 'assign',
-      eniId: fillTarget.eni.id,
-      subnetId: fillTarget.subnet.id,
-      neededIps,
-      ...request,
-    };
-  }
-
   const deviceIndex = freeDeviceIndex(snapshot, limits);
   if (deviceIndex === undefined) {
     if (anyEniHasRoom({ enis, knobs, limitContext, fullEniIds: snapshot.fullEniIds })) {
@@ -435,6 +410,46 @@ function planInMode(
     return { kind: 'none', reason: 'instance-at-capacity', neededIps };
   }
   return plan;
+}
+
+/**
+ * Rule 1 of `planInMode`: an `assign` to the first ENI to fill (on a prefix-delegated node asking
+ * for single IPs, one that already holds prefixes first), or undefined when none has room.
+ */
+function fillPlan(
+  context: ModeContext,
+  mode: 'prefixes' | 'ips',
+  excludedSubnetIds: readonly string[],
+): AllocationPlan | undefined {
+  const { snapshot, neededIps, maxIpsToAllocate, limitContext } = context;
+  const { enis, knobs } = snapshot;
+  const fillOrder = orderEnisToFill({
+    enis,
+    subnets: snapshot.subnets,
+    knobs,
+    limitContext,
+    excludedSubnetIds,
+    fullEniIds: snapshot.fullEniIds,
+  });
+  const fillTarget =
+    mode === 'ips' && limitContext.prefixDelegation
+      ? (fillOrder.find((candidate) => candidate.eni.prefixes.length > 0) ?? fillOrder[0])
+      : fillOrder[0];
+  if (fillTarget !== undefined) {
+    const count = Math.min(fillTarget.roomIps, fillTarget.subnet.availableAddresses, maxIpsToAllocate);
+    const request: AddressRequest =
+      mode === 'prefixes'
+        ? { prefixCount: Math.min(prefixesFor(count), fillTarget.freeSlots) }
+        : { ipCount: Math.min(count, fillTarget.freeSlots) };
+    return {
+      kind: 'assign',
+      eniId: fillTarget.eni.id,
+      subnetId: fillTarget.subnet.id,
+      neededIps,
+      ...request,
+    };
+  }
+  return undefined;
 }
 
 /** The first free device index at or above `first-interface-index`, when a device slot is free. */
