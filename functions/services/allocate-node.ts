@@ -786,7 +786,7 @@ async function createAndAttachEni(
   recordVersion: number,
   deps: AllocationDependencies,
 ): Promise<EniState | undefined> {
-  const { ec2, settings, log } = deps;
+  const { ec2, log } = deps;
   const instanceId = observation.instance.id;
 
   const orphans = observation.mayHaveOrphanEnis ? await ec2.findDetachedEnisCreatedFor(instanceId) : [];
@@ -798,26 +798,13 @@ async function createAndAttachEni(
     if (!eni) return undefined;
   }
 
-  let deviceIndex = plan.deviceIndex;
-  let attachmentId: string | undefined;
-  let attachError: unknown;
-  const maxInterfaces = observation.limits?.maxInterfaces ?? deviceIndex + 1;
-  for (let attempt = 1; attempt <= settings.maxAttachAttempts; attempt++) {
-    try {
-      const eniId = eni.id;
-      const index = deviceIndex;
-      // Created or adopted moments ago: a NotFound is EC2 catching up, which the adapter waits out.
-      attachmentId = await ec2.attachEni(eniId, instanceId, index, { justCreated: true });
-      break;
-    } catch (error) {
-      attachError = error;
-      if (!isEc2Failure(error, 'device-index-taken')) break;
-      const next = nextFreeIndexAfter(enis, deviceIndex, maxInterfaces);
-      log.warn('device index taken; retrying at the next free index', { instanceId, deviceIndex, next });
-      if (next === undefined) break;
-      deviceIndex = next;
-    }
-  }
+  const { attachmentId, deviceIndex, attachError } = await attachAtFreeIndex(
+    eni.id,
+    plan.deviceIndex,
+    enis,
+    observation,
+    deps,
+  );
   if (attachmentId === undefined) {
     let cleanupError: unknown;
     await ec2.deleteEni(eni.id).catch((error: unknown) => {
@@ -848,6 +835,38 @@ async function createAndAttachEni(
     );
   }
   return attached;
+}
+
+/**
+ * Attaches a fresh ENI at `deviceIndex`, moving to the next free index when EC2 says the index is
+ * taken, at most `maxAttachAttempts` times: the attachment and its index, or the last failure.
+ */
+async function attachAtFreeIndex(
+  eniId: string,
+  firstDeviceIndex: number,
+  enis: readonly EniState[],
+  observation: Observation,
+  deps: AllocationDependencies,
+): Promise<{ attachmentId?: string; deviceIndex: number; attachError?: unknown }> {
+  const instanceId = observation.instance.id;
+  let deviceIndex = firstDeviceIndex;
+  let attachError: unknown;
+  const maxInterfaces = observation.limits?.maxInterfaces ?? deviceIndex + 1;
+  for (let attempt = 1; attempt <= deps.settings.maxAttachAttempts; attempt++) {
+    try {
+      // Created or adopted moments ago: a NotFound is EC2 catching up, which the adapter waits out.
+      const attachmentId = await deps.ec2.attachEni(eniId, instanceId, deviceIndex, { justCreated: true });
+      return { attachmentId, deviceIndex };
+    } catch (error) {
+      attachError = error;
+      if (!isEc2Failure(error, 'device-index-taken')) break;
+      const next = nextFreeIndexAfter(enis, deviceIndex, maxInterfaces);
+      deps.log.warn('device index taken; retrying at the next free index', { instanceId, deviceIndex, next });
+      if (next === undefined) break;
+      deviceIndex = next;
+    }
+  }
+  return { deviceIndex, attachError };
 }
 
 /** The ENI as EC2's create and attach answers confirmed it (delete-on-termination not set yet). */
