@@ -16,7 +16,7 @@ import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { CidrRelease, EniState, InstanceView, NodeRecord } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
 import { enisAfterUnassign } from '../core/release-plan.ts';
-import { contentOf, type ReleaseDependencies } from './release-record.ts';
+import { contentOf, type ReleaseDependencies, unassignInTurn } from './release-record.ts';
 
 /**
  * Release for one multi-pool (1.20) node: observe (EC2, the record, the CiliumNode), plan with
@@ -143,30 +143,18 @@ async function unassignStillWanted(
   table: string | undefined,
   deps: ReleaseDependencies,
 ): Promise<{ readonly confirmed: CidrUnassignment[]; readonly failure: unknown }> {
-  const confirmed: CidrUnassignment[] = [];
-  for (const unassignment of unassignments) {
+  return unassignInTurn(unassignments, deps.ec2, async (unassignment) => {
     const fresh = trustedCiliumNode(await deps.ciliumNodes.get(nodeName), instance.id);
-    if (!unassignmentStillWanted(unassignment, fresh, table)) {
-      deps.log.info(
-        'a CIDR to release is wanted again, or its withdrawal not yet published; not releasing it',
-        {
-          instanceId: instance.id,
-          ...unassignment,
-        },
-      );
-      continue;
-    }
-    try {
-      await deps.ec2.unassignIps(unassignment.eniId, {
-        ips: unassignment.ips,
-        prefixes: unassignment.prefixes,
-      });
-      confirmed.push(unassignment);
-    } catch (error) {
-      return { confirmed, failure: error };
-    }
-  }
-  return { confirmed, failure: undefined };
+    if (unassignmentStillWanted(unassignment, fresh, table)) return true;
+    deps.log.info(
+      'a CIDR to release is wanted again, or its withdrawal not yet published; not releasing it',
+      {
+        instanceId: instance.id,
+        ...unassignment,
+      },
+    );
+    return false;
+  });
 }
 
 function asUnassignment(unassignment: CidrUnassignment) {

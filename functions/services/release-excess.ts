@@ -10,10 +10,9 @@ import {
   marksAfterUnassign,
   planRelease,
   type ReleasePlan,
-  type Unassignment,
 } from '../core/release-plan.ts';
 import { releaseMultiPoolCidrs } from './release-cidrs.ts';
-import { contentOf, type ReleaseDependencies } from './release-record.ts';
+import { contentOf, type ReleaseDependencies, unassignInTurn } from './release-record.ts';
 
 /**
  * Excess-IP release for one node: observe (EC2, the record, the CiliumNode), plan the handshake
@@ -190,20 +189,7 @@ async function unassignExcess(
   const { record, instance, enis, plan, previousMarks, changes } = release;
   const instanceId = instance.id;
   const claimed = await writeMarks({ base: record, instance, enis, marks: previousMarks, lease: true }, deps);
-  const confirmed: Unassignment[] = [];
-  let failure: unknown;
-  for (const unassignment of plan.unassignments) {
-    try {
-      await deps.ec2.unassignIps(unassignment.eniId, {
-        ips: unassignment.ips,
-        prefixes: unassignment.prefixes,
-      });
-      confirmed.push(unassignment);
-    } catch (error) {
-      failure = error;
-      break;
-    }
-  }
+  const { confirmed, failure } = await unassignInTurn(plan.unassignments, deps.ec2);
   const marks = marksAfterUnassign(plan, previousMarks, new Set(confirmed.map((done) => done.eniId)));
   let recorded: NodeRecord;
   try {

@@ -1,5 +1,6 @@
 import type { EniState, InstanceView, NodeRecord } from '../core/model.ts';
 import type { NodeRecordContent } from '../core/node-record.ts';
+import type { AssignedAddresses, Ec2NetworkPort } from '../core/ports.ts';
 import type { AllocationDependencies } from './allocate-node.ts';
 
 /**
@@ -47,4 +48,28 @@ export function contentOf(
         }
       : {}),
   };
+}
+
+/**
+ * Unassigns each entry in turn, per ENI, until one EC2 call fails (the release services' shared
+ * step: what EC2 confirmed is recorded, the rest stays marked for the next plan). `stillWanted`,
+ * awaited right before each call, may skip an entry. Answers what EC2 confirmed, and the failure
+ * that stopped it (undefined when every call went through).
+ */
+export async function unassignInTurn<Entry extends AssignedAddresses & { readonly eniId: string }>(
+  entries: readonly Entry[],
+  ec2: Pick<Ec2NetworkPort, 'unassignIps'>,
+  stillWanted: (entry: Entry) => Promise<boolean> = async () => true,
+): Promise<{ readonly confirmed: Entry[]; readonly failure: unknown }> {
+  const confirmed: Entry[] = [];
+  for (const entry of entries) {
+    if (!(await stillWanted(entry))) continue;
+    try {
+      await ec2.unassignIps(entry.eniId, { ips: entry.ips, prefixes: entry.prefixes });
+      confirmed.push(entry);
+    } catch (error) {
+      return { confirmed, failure: error };
+    }
+  }
+  return { confirmed, failure: undefined };
 }

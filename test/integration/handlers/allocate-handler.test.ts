@@ -10,6 +10,7 @@ import {
   CLUSTER_NAME,
   startAllocationHarness,
 } from '../../support/allocation-harness.ts';
+import { stateChange } from '../../support/bad-input.ts';
 
 /**
  * The allocate and sweep Lambda handlers as deployed: module-scope dependencies built from the
@@ -35,17 +36,6 @@ async function importHandlers(variables: Record<string, string | undefined>) {
   }
 }
 
-const stateChange = (instanceId: string, state: string) => ({
-  version: '0',
-  id: 'e1',
-  'detail-type': 'EC2 Instance State-change Notification',
-  source: 'aws.ec2',
-  account: '123456789012',
-  time: '2026-01-01T00:00:00Z',
-  region: 'us-east-1',
-  resources: [],
-  detail: { 'instance-id': instanceId, state },
-});
 const context = (id: string) => ({ awsRequestId: id });
 
 type EmfDocument = Record<string, unknown> & {
