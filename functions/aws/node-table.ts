@@ -15,6 +15,7 @@ import {
   type UnreadableRecord,
   UnreadableRecordsError,
 } from '../core/unreadable-records.ts';
+import { decodeNodeRecord } from './node-record-schema.ts';
 import { nodeTableSchema } from './node-table-schema.ts';
 
 const KEY = nodeTableSchema.partitionKey.name;
@@ -28,46 +29,19 @@ export function recordSchemaVersionOf(record: NodeRecord): number {
 }
 
 /**
- * An item as a record: refuses one a newer release wrote (`NewerRecordSchemaError`) and one whose
- * skeleton has the wrong types (`MalformedRecordError`, `malformedField`), and strips the schema
- * stamp, which is the adapter's business, not the model's.
+ * An item as a record: refuses one a newer release wrote (`NewerRecordSchemaError`) and one that
+ * is no node record of this layout (`MalformedRecordError`, naming the first field that is wrong
+ * and what was found there: `nodeRecordSchema`), and strips the schema stamp, which is the
+ * adapter's business, not the model's. Attributes the schema does not declare are dropped.
  */
 function recordOf(item: Record<string, unknown>): NodeRecord {
-  const { [SCHEMA_VERSION]: schemaVersion = 1, ...record } = item;
+  const { [SCHEMA_VERSION]: schemaVersion = 1, ...attributes } = item;
   if (typeof schemaVersion !== 'number' || schemaVersion > RECORD_SCHEMA_VERSION) {
     throw new NewerRecordSchemaError(String(item[KEY]), Number(schemaVersion), RECORD_SCHEMA_VERSION);
   }
-  const malformed = malformedField(record);
-  if (malformed !== undefined) throw new MalformedRecordError(String(item[KEY]), malformed[0], malformed[1]);
-  return record as unknown as NodeRecord;
-}
-
-/**
- * The first field of the record's skeleton with the wrong type, as `[field, problem]`: the fields
- * every reader relies on before anything else (key, version, node name, lifecycle, the ENI list
- * and each ENI's id and addresses, the knobs). Deeper fields are the writer's contract; only this
- * release's own code writes them.
- */
-function malformedField(record: Record<string, unknown>): [string, string] | undefined {
-  const checks: [string, boolean][] = [
-    ['instanceId', typeof record.instanceId === 'string'],
-    ['version', Number.isInteger(record.version) && (record.version as number) > 0],
-    ['nodeName', typeof record.nodeName === 'string' && record.nodeName !== ''],
-    ['lifecycle', record.lifecycle === undefined || typeof record.lifecycle === 'string'],
-    ['knobs', isObject(record.knobs)],
-    ['enis', Array.isArray(record.enis)],
-  ];
-  const failed = checks.find(([, ok]) => !ok);
-  if (failed) return [failed[0], 'has the wrong type'];
-  const enis = record.enis as unknown[];
-  const badEni = enis.findIndex(
-    (eni) => !isObject(eni) || typeof eni.id !== 'string' || !Array.isArray(eni.secondaryIps),
-  );
-  return badEni >= 0 ? [`enis[${badEni}]`, 'is no ENI (id, secondaryIps)'] : undefined;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  const decoded = decodeNodeRecord(attributes);
+  if (!decoded.ok) throw new MalformedRecordError(String(item[KEY]), decoded.field, decoded.problem);
+  return decoded.record;
 }
 
 /** `recordOf`, or why not: a newer layout or a malformed item is reported, anything else thrown. */

@@ -77,10 +77,42 @@ describe('DynamoNodeRecordStore on DynamoDB Local', () => {
   });
 
   it.each([
-    { case: 'enis not a list', fields: { enis: 'garbage' }, names: /enis has the wrong type/ },
-    { case: 'version a string', fields: { version: 'one' }, names: /version has the wrong type/ },
-    { case: 'an ENI without an id', fields: { enis: [{ secondaryIps: [] }] }, names: /enis\[0\] is no ENI/ },
-    { case: 'no nodeName', fields: { nodeName: undefined }, names: /nodeName has the wrong type/ },
+    {
+      case: 'enis not a list',
+      fields: { enis: 'garbage' },
+      names: /enis has the wrong type: expected array, found "garbage"/,
+    },
+    {
+      case: 'version a string',
+      fields: { version: 'one' },
+      names: /version has the wrong type: expected number, found "one"/,
+    },
+    {
+      case: 'an ENI without an id',
+      fields: { enis: [{ secondaryIps: [] }] },
+      names: /enis\[0\]\.id is missing/,
+    },
+    {
+      case: 'no nodeName',
+      fields: { nodeName: undefined },
+      names: /nodeName is missing \(expected string\)/,
+    },
+    {
+      case: 'a /80 of an ENI a number',
+      fields: { enis: [eniFixture(0, 0), eniFixture(1, 2, { ipv6Prefixes: [80] as unknown as string[] })] },
+      names: /enis\[1\]\.ipv6Prefixes\[0\] has the wrong type: expected string, found 80/,
+    },
+    {
+      case: 'a release entry of an unknown state',
+      fields: { cidrReleases: { '10.0.16.12/32': { eniId: 'eni-1', state: 'gone', sinceEpochMs: 1 } } },
+      names:
+        /cidrReleases\.10\.0\.16\.12\/32\.state has the wrong value: expected "pending" or "withdrawing" or "released", found "gone"/,
+    },
+    {
+      case: 'the lease expiry a string',
+      fields: { lease: { holder: 'allocate', expiresAtEpochMs: 'soon' } },
+      names: /lease\.expiresAtEpochMs has the wrong type/,
+    },
   ])('refuses an item of the wrong shape: $case', async ({ fields, names }) => {
     const table = await createTestNodeTable();
     const item = { ...nodeRecordFixture({ instanceId: 'i-00000000000000041' }), ...fields };
@@ -98,6 +130,29 @@ describe('DynamoNodeRecordStore on DynamoDB Local', () => {
       name: 'UnreadableRecordsError',
       message: names,
     });
+  });
+
+  it('drops attributes the record does not declare, so a write never carries them back', async () => {
+    const record = nodeRecordFixture({ instanceId: 'i-00000000000000042' });
+    const [eth0, eth1] = record.enis;
+    await table.client.send(
+      new PutItemCommand({
+        TableName: table.tableName,
+        Item: marshall(
+          { ...record, handEdited: 'yes', enis: [eth0, { ...eth1, note: 'by hand' }] },
+          { removeUndefinedValues: true },
+        ),
+      }),
+    );
+    const read = await table.store.get(record.instanceId);
+    expect(read).toStrictEqual(record);
+
+    await table.store.put({ ...record, version: 2 }, 1);
+    const stored = await table.client.send(
+      new GetItemCommand({ TableName: table.tableName, Key: marshall({ instanceId: record.instanceId }) }),
+    );
+    expect(stored.Item).not.toHaveProperty('handEdited');
+    expect(stored.Item?.enis?.L?.[1]?.M).not.toHaveProperty('note');
   });
 
   it('reads release entries written before they carried withdrawnInVersion, and keeps the field once written', async () => {
