@@ -51,9 +51,14 @@ export function withEni(enis: readonly EniState[], eni: EniState): EniState[] {
   return sortByDeviceIndex([...enis.filter((existing) => existing.id !== eni.id), eni]);
 }
 
-/** What one write of the node record says about the node. */
+/**
+ * What one write of the node record says about the node. Fields marked "keeps" leave the recorded
+ * value when absent; the others say the whole truth of this write (an absent lease or error means
+ * none).
+ */
 export interface NodeRecordContent {
-  readonly instance: InstanceView;
+  /** The instance's identity and placement (an `InstanceView`, or the record's own). */
+  readonly instance: Pick<InstanceView, 'id' | 'instanceType' | 'availabilityZone' | 'subnetId'>;
   readonly nodeName: string;
   readonly vpc: VpcView;
   readonly enis: readonly EniState[];
@@ -61,7 +66,9 @@ export interface NodeRecordContent {
   readonly prefixDelegation: boolean;
   readonly lastError?: RecordedError;
   readonly lease?: MutationLease;
-  /** Replaces the recorded multi-pool release entries (tombstones of CIDRs assigned again dropped). */
+  /** Replaces the recorded excess-IP marks (an empty object clears them); absent keeps them. */
+  readonly excessMarks?: NodeRecord['excessMarks'];
+  /** Replaces the recorded multi-pool release entries (an empty object clears them); absent keeps them. */
   readonly cidrReleases?: NodeRecord['cidrReleases'];
   /** The agent's protocol as just observed; `undefined` keeps the recorded one (no CiliumNode read). */
   readonly agentProtocol?: 'crd' | 'multi-pool';
@@ -70,11 +77,37 @@ export interface NodeRecordContent {
    * `undefined` keeps the recorded stamp.
    */
   readonly reconciledInTable?: string;
+  /** The node's place in its life (`retireNode`, `drainNode`, `reactivateNode`); absent keeps it. */
+  readonly lifecycle?: NodeRecord['lifecycle'];
+  /** When DynamoDB's TTL removes the item (a retired record); absent keeps it. */
+  readonly expiresAtEpochSeconds?: number;
 }
 
 /**
- * The next version of a node's record: `previous.version + 1` (or 1 for the first), keeping what
- * this writer does not own (creation time, excess marks, lifecycle, the EC2 stamp).
+ * The record's content as it stands, without its lease: the base of every writer that changes only
+ * part of it (release marks and CIDRs, the lifecycle), which overrides the fields it owns.
+ */
+export function recordedContent(record: NodeRecord): NodeRecordContent {
+  return {
+    instance: {
+      id: record.instanceId,
+      instanceType: record.instanceType,
+      availabilityZone: record.availabilityZone,
+      subnetId: record.nodeSubnetId,
+    },
+    nodeName: record.nodeName,
+    vpc: record.vpc,
+    enis: record.enis,
+    knobs: record.knobs,
+    prefixDelegation: record.prefixDelegation,
+    ...(record.lastError ? { lastError: record.lastError } : {}),
+  };
+}
+
+/**
+ * The next version of a node's record, the ONE way every writer makes it: `previous.version + 1`
+ * (or 1 for the first), `content` for what this writer says, and what it does not own kept as
+ * recorded (creation time, and the "keeps" fields of `NodeRecordContent` it leaves absent).
  */
 export function nextNodeRecord(
   previous: NodeRecord | undefined,
@@ -82,6 +115,7 @@ export function nextNodeRecord(
   nowEpochMs: number,
 ): NodeRecord {
   const { instance } = content;
+  const expiresAtEpochSeconds = content.expiresAtEpochSeconds ?? previous?.expiresAtEpochSeconds;
   return {
     instanceId: instance.id,
     version: (previous?.version ?? 0) + 1,
@@ -95,25 +129,35 @@ export function nextNodeRecord(
     prefixDelegation: content.prefixDelegation,
     ...(content.lastError ? { lastError: content.lastError } : {}),
     ...(content.lease ? { lease: content.lease } : {}),
-    ...(previous?.excessMarks ? { excessMarks: previous.excessMarks } : {}),
-    ...cidrReleasesOf(content.cidrReleases ?? previous?.cidrReleases),
+    ...nonEmpty('excessMarks', content.excessMarks ?? previous?.excessMarks),
+    ...nonEmpty('cidrReleases', content.cidrReleases ?? previous?.cidrReleases),
     ...protocolFields(previous, content.agentProtocol, nowEpochMs),
     ...stampOf(content.reconciledInTable ?? previous?.reconciledInTable),
-    lifecycle: previous?.lifecycle ?? 'active',
+    lifecycle: content.lifecycle ?? previous?.lifecycle ?? 'active',
     createdAtEpochMs: previous?.createdAtEpochMs ?? nowEpochMs,
     updatedAtEpochMs: nowEpochMs,
-    ...(previous?.expiresAtEpochSeconds !== undefined
-      ? { expiresAtEpochSeconds: previous.expiresAtEpochSeconds }
-      : {}),
+    ...(expiresAtEpochSeconds !== undefined ? { expiresAtEpochSeconds } : {}),
   };
+}
+
+/** A claim on the node for `holder` until `durationMs` from now (`NodeRecord.lease`). */
+export function leaseFor(holder: string, nowEpochMs: number, durationMs: number): MutationLease {
+  return { holder, expiresAtEpochMs: nowEpochMs + durationMs };
 }
 
 function stampOf(table: string | undefined): Pick<NodeRecord, 'reconciledInTable'> {
   return table === undefined ? {} : { reconciledInTable: table };
 }
 
-function cidrReleasesOf(releases: NodeRecord['cidrReleases']): Pick<NodeRecord, 'cidrReleases'> {
-  return releases !== undefined && Object.keys(releases).length > 0 ? { cidrReleases: releases } : {};
+/** `{ [field]: entries }`, or nothing when there are no entries (the record leaves the field out). */
+function nonEmpty<Field extends 'excessMarks' | 'cidrReleases'>(
+  field: Field,
+  entries: NodeRecord[Field],
+): Pick<NodeRecord, Field> {
+  return (entries !== undefined && Object.keys(entries).length > 0 ? { [field]: entries } : {}) as Pick<
+    NodeRecord,
+    Field
+  >;
 }
 
 /** The protocol fields of the next record: the observed protocol, since when it holds. */

@@ -1,8 +1,9 @@
 import { isEc2Failure } from '../core/ec2-failure.ts';
 import { ENI_TAG_KEYS, isOurs } from '../core/eni-ownership.ts';
-import { VersionConflictError } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
+import { type NodeRecordContent, recordedContent } from '../core/node-record.ts';
 import type { Ec2NetworkPort, Log, NodeRecordStore } from '../core/ports.ts';
+import { retryLostRaces, writeNextVersion } from './node-lease.ts';
 
 /**
  * The end of a node's life: retiring its record when the instance terminates (deleting the ENIs
@@ -38,42 +39,51 @@ const TERMINAL_STATES = new Set(['shutting-down', 'terminated']);
  * alone; a stopped instance keeps its ENIs and record. Idempotent.
  */
 export async function retireNode(instanceId: string, deps: LifecycleDependencies): Promise<RetireOutcome> {
-  for (let attempt = 1; ; attempt++) {
+  return retryLostRaces(instanceId, async (): Promise<RetireOutcome> => {
     const record = await deps.store.get(instanceId);
     if (!record) return { kind: 'skipped', reason: 'no-record' };
     if (record.lifecycle === 'retired') return { kind: 'skipped', reason: 'already-retired' };
     const instance = await deps.ec2.describeInstance(instanceId);
     if (instance && !TERMINAL_STATES.has(instance.state))
       return { kind: 'skipped', reason: 'instance-alive' };
-
-    const deletedEniIds: string[] = [];
-    let leftForGarbageCollection = 0;
-    for (const eni of record.enis) {
-      if (eni.deleteOnTermination || !isOurs(eni.tags, deps.clusterName)) continue;
-      try {
-        await deps.ec2.deleteEni(eni.id);
-        deletedEniIds.push(eni.id);
-      } catch (error) {
-        if (!isEc2Failure(error, 'in-use')) throw error;
-        leftForGarbageCollection++;
-      }
-    }
+    const { deletedEniIds, leftForGarbageCollection } = await deleteDetachedEnis(record, deps);
     const now = deps.clock();
-    const retired: NodeRecord = {
-      ...withoutLease(record),
-      version: record.version + 1,
-      lifecycle: 'retired',
-      updatedAtEpochMs: now,
-      expiresAtEpochSeconds: Math.floor(now / 1000) + deps.retiredRecordRetentionDays * 86_400,
-    };
+    // The lease goes with the node: nothing allocates to a retired record.
+    await writeNextVersion(
+      record,
+      {
+        ...recordedContent(record),
+        lifecycle: 'retired',
+        expiresAtEpochSeconds: Math.floor(now / 1000) + deps.retiredRecordRetentionDays * 86_400,
+      },
+      deps,
+    );
+    deps.log.info('node retired', { instanceId, deletedEniIds, leftForGarbageCollection });
+    return { kind: 'retired', deletedEniIds, leftForGarbageCollection };
+  });
+}
+
+/**
+ * Deletes the node's ENIs of ours that EC2 does not delete itself (not delete-on-termination),
+ * once EC2 has detached them; one still attached is left to garbage collection.
+ */
+async function deleteDetachedEnis(
+  record: NodeRecord,
+  deps: LifecycleDependencies,
+): Promise<{ readonly deletedEniIds: string[]; readonly leftForGarbageCollection: number }> {
+  const deletedEniIds: string[] = [];
+  let leftForGarbageCollection = 0;
+  for (const eni of record.enis) {
+    if (eni.deleteOnTermination || !isOurs(eni.tags, deps.clusterName)) continue;
     try {
-      await deps.store.put(retired, record.version);
-      deps.log.info('node retired', { instanceId, deletedEniIds, leftForGarbageCollection });
-      return { kind: 'retired', deletedEniIds, leftForGarbageCollection };
+      await deps.ec2.deleteEni(eni.id);
+      deletedEniIds.push(eni.id);
     } catch (error) {
-      if (!(error instanceof VersionConflictError) || attempt >= 3) throw error;
+      if (!isEc2Failure(error, 'in-use')) throw error;
+      leftForGarbageCollection++;
     }
   }
+  return { deletedEniIds, leftForGarbageCollection };
 }
 
 /**
@@ -85,22 +95,15 @@ export async function reactivateNode(
   instanceId: string,
   deps: LifecycleDependencies,
 ): Promise<'reactivated' | 'skipped'> {
-  for (let attempt = 1; ; attempt++) {
+  return retryLostRaces(instanceId, async () => {
     const record = await deps.store.get(instanceId);
     if (record?.lifecycle !== 'draining') return 'skipped';
     const instance = await deps.ec2.describeInstance(instanceId);
     if (instance?.state !== 'running') return 'skipped';
-    try {
-      await deps.store.put(
-        { ...record, version: record.version + 1, lifecycle: 'active', updatedAtEpochMs: deps.clock() },
-        record.version,
-      );
-      deps.log.info('draining node running again; serving it', { instanceId });
-      return 'reactivated';
-    } catch (error) {
-      if (!(error instanceof VersionConflictError) || attempt >= 3) throw error;
-    }
-  }
+    await writeNextVersion(record, withLifecycle(record, 'active'), deps);
+    deps.log.info('draining node running again; serving it', { instanceId });
+    return 'reactivated';
+  });
 }
 
 /**
@@ -113,20 +116,22 @@ export async function drainNode(
   instanceId: string,
   deps: LifecycleDependencies,
 ): Promise<'drained' | 'skipped'> {
-  for (let attempt = 1; ; attempt++) {
+  return retryLostRaces(instanceId, async () => {
     const record = await deps.store.get(instanceId);
     if (record?.lifecycle !== 'active') return 'skipped';
-    try {
-      await deps.store.put(
-        { ...record, version: record.version + 1, lifecycle: 'draining', updatedAtEpochMs: deps.clock() },
-        record.version,
-      );
-      deps.log.info('node draining after a spot interruption warning', { instanceId });
-      return 'drained';
-    } catch (error) {
-      if (!(error instanceof VersionConflictError) || attempt >= 3) throw error;
-    }
-  }
+    await writeNextVersion(record, withLifecycle(record, 'draining'), deps);
+    deps.log.info('node draining after a spot interruption warning', { instanceId });
+    return 'drained';
+  });
+}
+
+/**
+ * The record's content in another stage of life. A lease stays: an invocation that claimed the
+ * node before the change keeps it until it releases it or it expires, so no other one mutates the
+ * node meanwhile.
+ */
+function withLifecycle(record: NodeRecord, lifecycle: NodeRecord['lifecycle']): NodeRecordContent {
+  return { ...recordedContent(record), ...(record.lease ? { lease: record.lease } : {}), lifecycle };
 }
 
 export interface GarbageCollectionSettings {
@@ -204,9 +209,4 @@ export async function allRecords(store: NodeRecordStore): Promise<NodeRecord[]> 
     pageToken = page.nextPageToken;
   } while (pageToken);
   return records;
-}
-
-function withoutLease(record: NodeRecord): NodeRecord {
-  const { lease: _lease, ...rest } = record;
-  return rest;
 }

@@ -11,12 +11,12 @@ import {
   withWithdrawalVersions,
 } from '../core/cidr-release-plan.ts';
 import type { CiliumNode } from '../core/ciliumnode.ts';
-import { VersionConflictError } from '../core/errors.ts';
 import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { CidrRelease, EniState, InstanceView, NodeRecord } from '../core/model.ts';
-import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
+import { isLeasedByOther, mergeObservedEnis } from '../core/node-record.ts';
 import { enisAfterUnassign } from '../core/release-plan.ts';
-import { contentOf, type ReleaseDependencies, unassignInTurn } from './release-record.ts';
+import { NodeLease, retryLostRaces, writeNextVersion } from './node-lease.ts';
+import { type ReleaseDependencies, releaseContent, unassignInTurn } from './release-record.ts';
 
 /**
  * Release for one multi-pool (1.20) node: observe (EC2, the record, the CiliumNode), plan with
@@ -35,22 +35,14 @@ export interface CidrReleaseOutcome {
   readonly changes: Readonly<Record<string, number>>;
 }
 
-const MAX_RECORD_CONFLICT_RETRIES = 3;
-
 export async function releaseMultiPoolCidrs(
   instance: InstanceView,
   deps: ReleaseDependencies,
 ): Promise<CidrReleaseOutcome> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await releaseCidrsOnce(instance, deps);
-    } catch (error) {
-      if (!(error instanceof VersionConflictError) || attempt >= MAX_RECORD_CONFLICT_RETRIES) throw error;
-      if (isLeasedByOther(error.current, deps.invocationId, deps.clock())) {
-        return { kind: 'busy', releasedCidrs: [], changes: {} };
-      }
-    }
-  }
+  return retryLostRaces(instance.id, () => releaseCidrsOnce(instance, deps), {
+    holder: deps,
+    busy: (): CidrReleaseOutcome => ({ kind: 'busy', releasedCidrs: [], changes: {} }),
+  });
 }
 
 async function releaseCidrsOnce(
@@ -72,20 +64,18 @@ async function releaseCidrsOnce(
   const plan = cidrReleasePlan(record, enis, ciliumNode, table, deps);
   if (plan.kind === 'none') return { kind: 'none', releasedCidrs: [], changes: {} };
   const changes = countChanges(plan);
-  let current = record;
-  const write = async (releases: Readonly<Record<string, CidrRelease>>, lease: boolean) => {
-    const base = nextNodeRecord(current, contentOf(current, instance, enis, lease, deps), deps.clock());
-    const next = withReleases(base, withWithdrawalVersions(releases, base.version));
-    await store.put(next, current.version);
-    current = next;
-  };
+  /** The content of a write of version `version`, its withdrawing entries stamped with it. */
+  const content = (releases: Readonly<Record<string, CidrRelease>>, version: number) => ({
+    ...releaseContent(record, instance, enis),
+    cidrReleases: withWithdrawalVersions(releases, version),
+  });
   if (plan.unassignments.length === 0) {
-    await write(plan.releases, false);
+    await writeNextVersion(record, content(plan.releases, record.version + 1), deps);
     log.info('multi-pool release advanced', { instanceId: instance.id, changes });
     return { kind: 'updated', releasedCidrs: [], changes };
   }
 
-  await write(record.cidrReleases ?? {}, true); // the claim, conditional on the version we read
+  const lease = await NodeLease.claim(record, content(record.cidrReleases ?? {}, record.version + 1), deps);
   const { confirmed, failure } = await unassignStillWanted(
     plan.unassignments,
     record.nodeName,
@@ -99,7 +89,7 @@ async function releaseCidrsOnce(
     record.cidrReleases ?? {},
     new Set(confirmed.map((done) => done.eniId)),
   );
-  await write(releases, false);
+  await lease.release(content(releases, lease.nextVersion));
   const releasedCidrs = confirmed.flatMap(cidrsOf);
   if (failure !== undefined) throw failure;
   log.info('multi-pool CIDRs released', { instanceId: instance.id, releasedCidrs, changes });
@@ -159,11 +149,6 @@ async function unassignStillWanted(
 
 function asUnassignment(unassignment: CidrUnassignment) {
   return { ...unassignment, addresses: [] };
-}
-
-function withReleases(record: NodeRecord, releases: Readonly<Record<string, CidrRelease>>): NodeRecord {
-  const { cidrReleases: _replaced, ...rest } = record;
-  return Object.keys(releases).length > 0 ? { ...rest, cidrReleases: releases } : rest;
 }
 
 function countChanges(plan: Extract<CidrReleasePlan, { kind: 'update' }>): Record<string, number> {

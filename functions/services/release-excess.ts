@@ -1,9 +1,8 @@
 import { isClusterMember } from '../core/cluster-membership.ts';
-import { VersionConflictError } from '../core/errors.ts';
 import { expandCidr } from '../core/ip-math.ts';
 import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { EniState, ExcessMark, InstanceView, NodeRecord } from '../core/model.ts';
-import { isLeasedByOther, mergeObservedEnis, nextNodeRecord } from '../core/node-record.ts';
+import { isLeasedByOther, mergeObservedEnis } from '../core/node-record.ts';
 import {
   enisAfterUnassign,
   isMultiPoolNode,
@@ -11,13 +10,14 @@ import {
   planRelease,
   type ReleasePlan,
 } from '../core/release-plan.ts';
+import { NodeLease, retryLostRaces, writeNextVersion } from './node-lease.ts';
 import { releaseMultiPoolCidrs } from './release-cidrs.ts';
-import { contentOf, type ReleaseDependencies, unassignInTurn } from './release-record.ts';
+import { type ReleaseDependencies, releaseContent, unassignInTurn } from './release-record.ts';
 
 /**
  * Excess-IP release for one node: observe (EC2, the record, the CiliumNode), plan the handshake
  * with `planRelease`, unassign in EC2 what the plan says, record the outcome with a conditional
- * write. The same lease discipline as `allocateNode`: before its first EC2 mutation an invocation
+ * write. The same lease as `allocateNode` (`NodeLease`): before its first EC2 mutation an invocation
  * claims the node with a write conditional on the version it read, and an invocation that sees
  * another's unexpired claim backs off (`busy`). A crash after an unassignment leaves the marks at
  * `ready-for-release` with the addresses gone from EC2; the next plan turns them into `released`
@@ -43,22 +43,11 @@ export type ReleaseOutcome =
       readonly changes: Readonly<Record<string, number>>;
     };
 
-const MAX_RECORD_CONFLICT_RETRIES = 3;
-
 export async function releaseExcess(instanceId: string, deps: ReleaseDependencies): Promise<ReleaseOutcome> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await releaseOnce(instanceId, deps);
-    } catch (error) {
-      // The record moved between our read and our write: re-read and re-plan, unless the move was
-      // another invocation's claim on the node (then it owns the node until it is done).
-      if (!(error instanceof VersionConflictError) || attempt >= MAX_RECORD_CONFLICT_RETRIES) throw error;
-      if (isLeasedByOther(error.current, deps.invocationId, deps.clock())) {
-        return { kind: 'busy', leaseHolder: error.current?.lease?.holder ?? '' };
-      }
-      deps.log.info('node record changed under the release; re-planning', { instanceId, attempt });
-    }
-  }
+  return retryLostRaces(instanceId, () => releaseOnce(instanceId, deps), {
+    holder: deps,
+    busy: (leaseHolder): ReleaseOutcome => ({ kind: 'busy', leaseHolder }),
+  });
 }
 
 async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promise<ReleaseOutcome> {
@@ -94,7 +83,11 @@ async function releaseOnce(instanceId: string, deps: ReleaseDependencies): Promi
     return { kind: 'reconciled', plan: plan.kind, recordVersion: record.version, releasedIps: [], changes };
   }
   if (plan.kind === 'update-marks') {
-    const next = await writeMarks({ base: record, instance, enis, marks: plan.marks, lease: false }, deps);
+    const next = await writeNextVersion(
+      record,
+      { ...releaseContent(record, instance, enis), excessMarks: plan.marks },
+      deps,
+    );
     deps.log.info('release handshake advanced', { instanceId, changes, recordVersion: next.version });
     return { kind: 'reconciled', plan: plan.kind, recordVersion: next.version, releasedIps: [], changes };
   }
@@ -150,26 +143,6 @@ async function releaseByCidr(
   };
 }
 
-/** The next record version over `base`, with `marks` (and the node's lease when `lease`), written conditionally on `base`. */
-async function writeMarks(
-  write: {
-    readonly base: NodeRecord;
-    readonly instance: InstanceView;
-    readonly enis: readonly EniState[];
-    readonly marks: Readonly<Record<string, ExcessMark>>;
-    readonly lease: boolean;
-  },
-  deps: ReleaseDependencies,
-): Promise<NodeRecord> {
-  const { base, instance, enis, marks, lease } = write;
-  const next = withMarks(
-    nextNodeRecord(base, contentOf(base, instance, enis, lease, deps), deps.clock()),
-    marks,
-  );
-  await deps.store.put(next, base.version);
-  return next;
-}
-
 /**
  * Rule (d) of `planRelease`: claim the node (the lease, conditional on the version read), unassign
  * per ENI until one call fails, then record what EC2 confirmed and release the claim, whether or
@@ -188,13 +161,13 @@ async function unassignExcess(
 ): Promise<ReleaseOutcome> {
   const { record, instance, enis, plan, previousMarks, changes } = release;
   const instanceId = instance.id;
-  const claimed = await writeMarks({ base: record, instance, enis, marks: previousMarks, lease: true }, deps);
+  const lease = await NodeLease.claim(record, releaseContent(record, instance, enis), deps);
   const { confirmed, failure } = await unassignInTurn(plan.unassignments, deps.ec2);
   const marks = marksAfterUnassign(plan, previousMarks, new Set(confirmed.map((done) => done.eniId)));
   let recorded: NodeRecord;
   try {
     const enisAfter = enisAfterUnassign(enis, confirmed, deps.clock());
-    recorded = await writeMarks({ base: claimed, instance, enis: enisAfter, marks, lease: false }, deps);
+    recorded = await lease.release({ ...releaseContent(record, instance, enisAfter), excessMarks: marks });
   } catch (error) {
     deps.log.error('could not record the release; the lease will expire and the next plan recovers', {
       instanceId,
@@ -213,12 +186,6 @@ async function unassignExcess(
   }
   deps.log.info('excess IPs released', { instanceId, releasedIps, changes, recordVersion: recorded.version });
   return { kind: 'reconciled', plan: plan.kind, recordVersion: recorded.version, releasedIps, changes };
-}
-
-/** The record with its `excessMarks` replaced (the field is left out when there are none). */
-function withMarks(record: NodeRecord, marks: Readonly<Record<string, ExcessMark>>): NodeRecord {
-  const { excessMarks: _replaced, ...rest } = record;
-  return Object.keys(marks).length > 0 ? { ...rest, excessMarks: marks } : rest;
 }
 
 function countChanges(plan: ReleasePlan): Record<string, number> {

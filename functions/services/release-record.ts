@@ -1,5 +1,5 @@
 import type { EniState, InstanceView, NodeRecord } from '../core/model.ts';
-import type { NodeRecordContent } from '../core/node-record.ts';
+import { type NodeRecordContent, recordedContent } from '../core/node-record.ts';
 import type { AssignedAddresses, Ec2NetworkPort } from '../core/ports.ts';
 import type { AllocationDependencies } from './allocate-node.ts';
 
@@ -21,33 +21,15 @@ export interface ReleaseDependencies extends AllocationDependencies {
 }
 
 /**
- * The record content this writer produces: the ENIs as observed and released, everything the
- * allocator owns (knobs, prefix-delegation mode, last error, node name, VPC) kept as recorded.
+ * The record content the release writers produce: the ENIs as observed and released, everything
+ * the allocator owns (knobs, prefix-delegation mode, last error, node name, VPC) kept as recorded.
  */
-export function contentOf(
+export function releaseContent(
   record: NodeRecord,
   instance: InstanceView,
   enis: readonly EniState[],
-  lease: boolean,
-  deps: ReleaseDependencies,
 ): NodeRecordContent {
-  return {
-    instance,
-    nodeName: record.nodeName,
-    vpc: record.vpc,
-    enis,
-    knobs: record.knobs,
-    prefixDelegation: record.prefixDelegation,
-    ...(record.lastError ? { lastError: record.lastError } : {}),
-    ...(lease
-      ? {
-          lease: {
-            holder: deps.invocationId,
-            expiresAtEpochMs: deps.clock() + deps.settings.leaseDurationMs,
-          },
-        }
-      : {}),
-  };
+  return { ...recordedContent(record), instance, enis };
 }
 
 /**

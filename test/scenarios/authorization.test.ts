@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { UNAUTHORIZED_RETRY_DELAY_MS } from '../../functions/core/allocation-round.ts';
 import {
   desiredOperatorError,
   desiredPool,
@@ -6,7 +7,7 @@ import {
 } from '../../functions/core/ciliumnode-render.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import { allocationMetrics } from '../../functions/runtime/metrics.ts';
-import { allocateNode, UNAUTHORIZED_RETRY_DELAY_MS } from '../../functions/services/allocate-node.ts';
+import { allocateNode } from '../../functions/services/allocate-node.ts';
 import type { IamIdentity, PolicyDocument } from '../emulators/ec2/index.ts';
 import {
   ACCESS_KEY_ID,

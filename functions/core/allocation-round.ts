@@ -1,0 +1,489 @@
+import type { AgentDemand } from './agent-protocol.ts';
+import {
+  type AllocationPlan,
+  computePoolDemand,
+  type PoolDemand,
+  planAllocation,
+} from './allocation-plan.ts';
+import type { CiliumNode } from './ciliumnode.ts';
+import { ENI_TAG_KEYS, isOurs } from './eni-ownership.ts';
+import { ADDRESSES_PER_IPV4_PREFIX } from './ip-math.ts';
+import type {
+  CidrRelease,
+  EniState,
+  InstanceLimits,
+  InstanceView,
+  NodeKnobs,
+  NodeRecord,
+  RecordedError,
+  SecurityGroupView,
+  SubnetView,
+  VpcView,
+} from './model.ts';
+import { type NodeRecordContent, withEni } from './node-record.ts';
+import type { DetachedEni } from './ports.ts';
+
+/**
+ * One allocation invocation as a loop over immutable values: the observation (everything read
+ * before the first mutation) and the round state (what EC2 confirmed since, and what it refused).
+ * `nextAllocationStep` decides the next step from both; the executor makes that step's EC2 calls
+ * and reports each confirmed answer as a `StepResult`; `applyStepResult` folds it into a new
+ * state. Nothing here performs I/O or reads a clock.
+ */
+
+/** What an invocation read about the node before deciding anything. Never changed afterwards. */
+export interface AllocationObservation {
+  readonly instance: InstanceView;
+  readonly nodeName: string;
+  readonly knobs: NodeKnobs;
+  /** The agent's demand (protocol and used count); `undefined` without a trusted CiliumNode. */
+  readonly demand: AgentDemand | undefined;
+  readonly vpc: VpcView;
+  readonly limits: InstanceLimits | undefined;
+  readonly subnets: readonly SubnetView[];
+  readonly securityGroups: readonly SecurityGroupView[];
+  /** The CiliumNode as read (foreign or not), for publishing what this invocation writes. */
+  readonly ciliumNode: CiliumNode | undefined;
+  /** The record as read: the base of this invocation's first write. */
+  readonly record: NodeRecord | undefined;
+  /** The record's ENIs merged with EC2's Describe, tombstoned CIDRs left out (`mergeObservedEnis`). */
+  readonly enis: readonly EniState[];
+  /**
+   * Whether an ENI created for this instance may sit detached: the record keeps a claim its holder
+   * never released (a crash between create and the record write) or an error (an attach whose
+   * cleanup failed). Only then is EC2 asked for such ENIs before a create; a node without a record
+   * has never had a create (the claim is written before the first one).
+   */
+  readonly mayHaveOrphanEnis: boolean;
+  /**
+   * CIDRs the record says this allocator released (`ip/32` of released excess marks, tombstoned
+   * multi-pool CIDRs): a Describe that still lists one lags, and it is never adopted back.
+   */
+  readonly releasedCidrs: ReadonlySet<string>;
+  /** Tombstoned multi-pool CIDRs: one EC2 assigns to us again loses its tombstone. */
+  readonly tombstonedCidrs: ReadonlySet<string>;
+  /** The node table's generation, stamped on every write (`NodeRecord.reconciledInTable`). */
+  readonly table: string | undefined;
+  readonly clusterName: string;
+  readonly prefixDelegationEnabled: boolean;
+}
+
+/**
+ * Subnets and ENIs that refused during this invocation, so later rounds route around them:
+ * `failedSubnetIds` had too few free addresses (InsufficientFreeAddressesInSubnet),
+ * `prefixRefusedSubnetIds` had no free aligned /28 (InsufficientCidrBlocks, a fragmented subnet)
+ * though they may still give single IPs, `ipv6RefusedSubnetIds` refused a /80 though they still
+ * give IPv4, and `fullEniIds` refused IPv4 addresses for their own limit. All are forgotten at
+ * the end of the invocation: subnets get addresses back, defragment and gain IPv6 blocks, so the
+ * next invocation asks again.
+ */
+export interface Refusals {
+  readonly failedSubnetIds: readonly string[];
+  readonly prefixRefusedSubnetIds: readonly string[];
+  readonly ipv6RefusedSubnetIds: readonly string[];
+  readonly fullEniIds: readonly string[];
+}
+
+/** What the rounds so far established: the node's ENIs and subnets as EC2 confirmed them. */
+export interface AllocationState {
+  readonly enis: readonly EniState[];
+  /** The observed subnets, less the addresses this invocation's own calls took from them. */
+  readonly subnets: readonly SubnetView[];
+  readonly refusals: Refusals;
+  /** Every confirmed answer, in order (the outcome's actions and metrics come from these). */
+  readonly results: readonly StepResult[];
+  /** Why the node is not served as it asks (written to the record as `lastError`). */
+  readonly blocked: RecordedError | undefined;
+}
+
+export type AssignPlan = Extract<AllocationPlan, { kind: 'assign' }>;
+export type CreatePlan = Extract<AllocationPlan, { kind: 'create-eni' }>;
+
+export type AllocationStep =
+  /** Set delete-on-termination on an attachment of ours that lacks it. */
+  | { readonly kind: 'repair'; readonly eni: EniState }
+  | { readonly kind: 'assign'; readonly plan: AssignPlan }
+  | { readonly kind: 'create'; readonly plan: CreatePlan }
+  | { readonly kind: 'blocked'; readonly code: string; readonly message: string }
+  | { readonly kind: 'done' };
+
+export type MutatingStep = Extract<AllocationStep, { kind: 'repair' | 'assign' | 'create' }>;
+
+/** One answer EC2 confirmed during a step. */
+export type StepResult =
+  | { readonly kind: 'repaired'; readonly eniId: string }
+  /** AssignPrivateIpAddresses gave these addresses. */
+  | {
+      readonly kind: 'assigned';
+      readonly eniId: string;
+      readonly ips: readonly string[];
+      readonly prefixes: readonly string[];
+    }
+  /** EC2 refused addresses for the ENI's own limit, and a fresh Describe lists these beyond our view. */
+  | {
+      readonly kind: 'adopted';
+      readonly eniId: string;
+      readonly ips: readonly string[];
+      readonly prefixes: readonly string[];
+    }
+  /** EC2 refused addresses for the ENI's own limit and a fresh Describe shows nothing new (it lags). */
+  | { readonly kind: 'eni-full'; readonly eniId: string }
+  | { readonly kind: 'ipv6-assigned'; readonly eniId: string; readonly prefixes: readonly string[] }
+  | {
+      readonly kind: 'refused';
+      readonly subnetId: string;
+      readonly refusal: 'out-of-addresses' | 'no-free-prefix' | 'ipv6-refused';
+    }
+  /** A new (or adopted orphan) ENI attached at `deviceIndex`. */
+  | {
+      readonly kind: 'created';
+      readonly eni: DetachedEni;
+      readonly deviceIndex: number;
+      readonly attachmentId: string;
+      readonly deleteOnTermination: boolean;
+      /** Whether this invocation created it (its addresses came from the subnet just now). */
+      readonly fresh: boolean;
+    };
+
+/**
+ * After IAM denied one of our calls on a node, how long its allocation makes no further EC2
+ * mutation: the same call cannot succeed before someone changes the policy, and retrying it on
+ * every sweep would only repeat the denial (the node shows the error meanwhile).
+ */
+export const UNAUTHORIZED_RETRY_DELAY_MS = 10 * 60_000;
+
+/** The state before the first round: nothing confirmed yet, a recent IAM denial still standing. */
+export function initialAllocationState(
+  observation: AllocationObservation,
+  nowEpochMs: number,
+): AllocationState {
+  return {
+    enis: observation.enis,
+    subnets: observation.subnets,
+    refusals: { failedSubnetIds: [], prefixRefusedSubnetIds: [], ipv6RefusedSubnetIds: [], fullEniIds: [] },
+    results: [],
+    blocked: recentDenial(observation.record, nowEpochMs),
+  };
+}
+
+/** Whether the node may be mutated at all in this invocation (no IAM denial standing). */
+export function mayMutate(state: AllocationState): boolean {
+  return state.blocked?.code !== 'UnauthorizedOperation';
+}
+
+/**
+ * The next step, first rule that applies:
+ * 1. an attachment of ours without delete-on-termination the node wants → `repair`;
+ * 2. the plan of `planAllocation` over the observation and the state → `assign`, `create`,
+ *    `blocked`, or `done` when the pool needs nothing.
+ */
+export function nextAllocationStep(
+  observation: AllocationObservation,
+  state: AllocationState,
+): AllocationStep {
+  const repair = enisMissingDeleteOnTermination(state.enis, observation);
+  if (repair) return { kind: 'repair', eni: repair };
+  const plan = planAllocation({
+    instance: observation.instance,
+    limits: observation.limits,
+    enis: state.enis,
+    subnets: state.subnets,
+    securityGroups: observation.securityGroups,
+    knobs: observation.knobs,
+    usedIpCount: usedIpCount(observation),
+    wantsIpv6: observation.demand?.wantsIpv6,
+    prefixDelegationEnabled: observation.prefixDelegationEnabled,
+    excludedSubnetIds: state.refusals.failedSubnetIds,
+    prefixRefusedSubnetIds: state.refusals.prefixRefusedSubnetIds,
+    ipv6RefusedSubnetIds: state.refusals.ipv6RefusedSubnetIds,
+    fullEniIds: state.refusals.fullEniIds,
+  });
+  switch (plan.kind) {
+    case 'assign':
+      return { kind: 'assign', plan };
+    case 'create-eni':
+      return { kind: 'create', plan };
+    case 'blocked':
+      return { kind: 'blocked', code: plan.code, message: plan.message };
+    case 'none':
+      return { kind: 'done' };
+  }
+}
+
+/** The state with `blocked` recorded. */
+export function withBlocked(state: AllocationState, blocked: RecordedError): AllocationState {
+  return { ...state, blocked };
+}
+
+/** The state after EC2 confirmed `result` at `nowEpochMs` (the ENI's last mutation). */
+export function applyStepResult(
+  state: AllocationState,
+  result: StepResult,
+  nowEpochMs: number,
+): AllocationState {
+  const results = [...state.results, result];
+  switch (result.kind) {
+    case 'repaired':
+      return {
+        ...state,
+        results,
+        enis: changeEni(state.enis, result.eniId, nowEpochMs, { deleteOnTermination: true }),
+      };
+    case 'assigned':
+      return applyAssigned(state, results, result, nowEpochMs);
+    case 'adopted':
+      return {
+        ...state,
+        results,
+        enis: changeEni(state.enis, result.eniId, nowEpochMs, addresses(result)),
+      };
+    case 'eni-full':
+      return { ...state, results, refusals: refused(state.refusals, 'fullEniIds', result.eniId) };
+    case 'ipv6-assigned':
+      return {
+        ...state,
+        results,
+        enis: changeEni(state.enis, result.eniId, nowEpochMs, (eni) => ({
+          ipv6Prefixes: union(eni.ipv6Prefixes ?? [], result.prefixes),
+        })),
+      };
+    case 'refused':
+      return {
+        ...state,
+        results,
+        refusals: refused(state.refusals, REFUSAL_LISTS[result.refusal], result.subnetId),
+      };
+    case 'created':
+      return applyCreated(state, results, result, nowEpochMs);
+  }
+}
+
+const REFUSAL_LISTS = {
+  'out-of-addresses': 'failedSubnetIds',
+  'no-free-prefix': 'prefixRefusedSubnetIds',
+  'ipv6-refused': 'ipv6RefusedSubnetIds',
+} as const satisfies Record<Extract<StepResult, { kind: 'refused' }>['refusal'], keyof Refusals>;
+
+function applyAssigned(
+  state: AllocationState,
+  results: readonly StepResult[],
+  result: Extract<StepResult, { kind: 'assigned' }>,
+  nowEpochMs: number,
+): AllocationState {
+  const eni = state.enis.find((candidate) => candidate.id === result.eniId);
+  return {
+    ...state,
+    results,
+    enis: changeEni(state.enis, result.eniId, nowEpochMs, addresses(result)),
+    subnets: eni ? consumeSubnetAddresses(state.subnets, eni.subnetId, addressCount(result)) : state.subnets,
+  };
+}
+
+function applyCreated(
+  state: AllocationState,
+  results: readonly StepResult[],
+  result: Extract<StepResult, { kind: 'created' }>,
+  nowEpochMs: number,
+): AllocationState {
+  const { eni } = result;
+  const subnet = state.subnets.find((candidate) => candidate.id === eni.subnetId);
+  const attached: EniState = {
+    id: eni.id,
+    mac: eni.mac,
+    deviceIndex: result.deviceIndex,
+    attachmentId: result.attachmentId,
+    deleteOnTermination: result.deleteOnTermination,
+    primaryIp: eni.primaryIp,
+    secondaryIps: eni.secondaryIps,
+    prefixes: eni.prefixes,
+    ...(eni.ipv6Prefixes ? { ipv6Prefixes: eni.ipv6Prefixes } : {}),
+    subnetId: eni.subnetId,
+    subnetCidr: subnet?.cidr ?? '',
+    securityGroupIds: eni.securityGroupIds,
+    tags: eni.tags,
+    description: eni.description,
+    lastMutatedAtEpochMs: nowEpochMs,
+  };
+  const taken = 1 + eni.secondaryIps.length + eni.prefixes.length * ADDRESSES_PER_IPV4_PREFIX;
+  return {
+    ...state,
+    results,
+    enis: withEni(state.enis, attached),
+    subnets: result.fresh ? consumeSubnetAddresses(state.subnets, eni.subnetId, taken) : state.subnets,
+  };
+}
+
+/**
+ * The record content of this invocation's writes: what it observed, corrected by what EC2
+ * confirmed. Every such write records what this invocation observed from EC2 (or EC2's responses
+ * to it), so it is stamped as reconciled in this table; a restored record that differs only in its
+ * stamp is rewritten too (`recordWouldChange`), which is what lets the sync publish it.
+ */
+export function allocationContent(
+  observation: AllocationObservation,
+  state: AllocationState,
+): NodeRecordContent {
+  const reassigned = reassignedCidrs(observation, state);
+  return {
+    instance: observation.instance,
+    nodeName: observation.nodeName,
+    vpc: observation.vpc,
+    enis: state.enis,
+    knobs: observation.knobs,
+    prefixDelegation: poolDemandOf(observation, state).prefixDelegation,
+    ...(observation.demand ? { agentProtocol: observation.demand.protocol } : {}),
+    ...(observation.table === undefined ? {} : { reconciledInTable: observation.table }),
+    ...(reassigned.size > 0
+      ? { cidrReleases: withoutEntries(observation.record?.cidrReleases, reassigned) }
+      : {}),
+    ...(state.blocked ? { lastError: state.blocked } : {}),
+  };
+}
+
+/** The pool's demand over the state's ENIs (`computePoolDemand`). */
+export function poolDemandOf(observation: AllocationObservation, state: AllocationState): PoolDemand {
+  return computePoolDemand({
+    limits: observation.limits,
+    enis: state.enis,
+    knobs: observation.knobs,
+    usedIpCount: usedIpCount(observation),
+    prefixDelegationEnabled: observation.prefixDelegationEnabled,
+  });
+}
+
+/** The outcome's action names, one per confirmed mutation (`create-eni:<id>:<index>`, …). */
+export function actionsOf(results: readonly StepResult[]): string[] {
+  return results.flatMap((result): string[] => {
+    switch (result.kind) {
+      case 'repaired':
+        return [`repair-delete-on-termination:${result.eniId}`];
+      case 'assigned':
+        return addressCount(result) > 0 ? [`assign:${result.eniId}:${addressCount(result)}`] : [];
+      case 'ipv6-assigned':
+        return [`assign-ipv6-prefix:${result.eniId}`];
+      case 'created':
+        return [`create-eni:${result.eni.id}:${result.deviceIndex}`];
+      default:
+        return [];
+    }
+  });
+}
+
+/** The change from the recorded protocol to the observed one; `none` stands for "never observed". */
+export function protocolTransitionOf(
+  observation: AllocationObservation,
+): { readonly from: string; readonly to: AgentDemand['protocol'] } | undefined {
+  const recorded = observation.record?.agentProtocol;
+  const observed = observation.demand;
+  if (observed === undefined || observed.protocol === recorded) return undefined;
+  return { from: recorded ?? 'none', to: observed.protocol };
+}
+
+/** `ip/32` of every excess IP the record says was released, and every tombstoned multi-pool CIDR. */
+export function releasedCidrsOf(
+  record: NodeRecord | undefined,
+  tombstoned: ReadonlySet<string>,
+): Set<string> {
+  const released = new Set(tombstoned);
+  for (const [ip, mark] of Object.entries(record?.excessMarks ?? {})) {
+    if (mark.state === 'released') released.add(`${ip}/32`);
+  }
+  return released;
+}
+
+/** The node's recorded IAM denial while it is younger than `UNAUTHORIZED_RETRY_DELAY_MS`. */
+function recentDenial(record: NodeRecord | undefined, nowEpochMs: number): RecordedError | undefined {
+  const error = record?.lastError;
+  if (error?.code !== 'UnauthorizedOperation') return undefined;
+  return nowEpochMs - error.atEpochMs < UNAUTHORIZED_RETRY_DELAY_MS ? error : undefined;
+}
+
+/**
+ * An ENI we created for this instance whose attachment lacks delete-on-termination although the
+ * node wants it: what a crash between attach and ModifyNetworkInterfaceAttribute leaves behind.
+ */
+function enisMissingDeleteOnTermination(
+  enis: readonly EniState[],
+  observation: AllocationObservation,
+): EniState | undefined {
+  if (!observation.knobs.deleteOnTermination) return undefined;
+  return enis.find(
+    (eni) =>
+      eni.deviceIndex > 0 &&
+      !eni.deleteOnTermination &&
+      isOurs(eni.tags, observation.clusterName) &&
+      eni.tags[ENI_TAG_KEYS.instanceId] === observation.instance.id,
+  );
+}
+
+function usedIpCount(observation: AllocationObservation): number {
+  return observation.demand?.usedIpCount ?? 0;
+}
+
+/** Tombstoned CIDRs EC2 assigned to us again in this invocation (its response is the proof). */
+function reassignedCidrs(observation: AllocationObservation, state: AllocationState): Set<string> {
+  const reassigned = new Set<string>();
+  for (const result of state.results) {
+    if (result.kind !== 'assigned') continue;
+    for (const cidr of [...result.ips.map((ip) => `${ip}/32`), ...result.prefixes]) {
+      if (observation.tombstonedCidrs.has(cidr)) reassigned.add(cidr);
+    }
+  }
+  return reassigned;
+}
+
+/** The ENI `eniId` with `change` applied (a patch, or a function of the ENI), mutated at `nowEpochMs`. */
+function changeEni(
+  enis: readonly EniState[],
+  eniId: string,
+  nowEpochMs: number,
+  change: Partial<EniState> | ((eni: EniState) => Partial<EniState>),
+): readonly EniState[] {
+  const eni = enis.find((candidate) => candidate.id === eniId);
+  if (!eni) return enis;
+  const patch = typeof change === 'function' ? change(eni) : change;
+  return withEni(enis, { ...eni, ...patch, lastMutatedAtEpochMs: nowEpochMs });
+}
+
+/** A patch adding `ips` and `prefixes` to an ENI's IPv4 addresses. */
+function addresses(result: { readonly ips: readonly string[]; readonly prefixes: readonly string[] }) {
+  return (eni: EniState): Partial<EniState> => ({
+    secondaryIps: union(eni.secondaryIps, result.ips),
+    prefixes: union(eni.prefixes, result.prefixes),
+  });
+}
+
+/** Addresses an assign gave, /28 members counted. */
+function addressCount(result: {
+  readonly ips: readonly string[];
+  readonly prefixes: readonly string[];
+}): number {
+  return result.ips.length + result.prefixes.length * ADDRESSES_PER_IPV4_PREFIX;
+}
+
+function refused(refusals: Refusals, list: keyof Refusals, id: string): Refusals {
+  return refusals[list].includes(id) ? refusals : { ...refusals, [list]: [...refusals[list], id] };
+}
+
+function consumeSubnetAddresses(
+  subnets: readonly SubnetView[],
+  subnetId: string,
+  taken: number,
+): readonly SubnetView[] {
+  return subnets.map((subnet) =>
+    subnet.id === subnetId
+      ? { ...subnet, availableAddresses: Math.max(subnet.availableAddresses - taken, 0) }
+      : subnet,
+  );
+}
+
+function withoutEntries(
+  releases: Readonly<Record<string, CidrRelease>> | undefined,
+  cidrs: ReadonlySet<string>,
+): Record<string, CidrRelease> {
+  return Object.fromEntries(Object.entries(releases ?? {}).filter(([cidr]) => !cidrs.has(cidr)));
+}
+
+function union(existing: readonly string[], added: readonly string[]): string[] {
+  return [...new Set([...existing, ...added])];
+}
