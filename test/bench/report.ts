@@ -1,5 +1,5 @@
 import { formatNumber, formatRatio, ratioTo } from './floors.ts';
-import type { BenchReport } from './run.ts';
+import type { BenchReport } from './phases/assemble-report.ts';
 
 /**
  * One measured figure beside its reference: a FLOOR (the least the design could do; ratio >= 1
