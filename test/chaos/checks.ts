@@ -13,6 +13,7 @@ import {
 } from '../../functions/core/invariants.ts';
 import { usedIps } from '../../functions/core/knobs.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
+import type { NetworkInterfaceRecord } from '../emulators/ec2/index.ts';
 import { type LocalCloud, renderDenials } from '../local-cloud/index.ts';
 
 /**
@@ -46,118 +47,19 @@ export async function checkRun({ cloud, clusterName, instances }: CheckContext):
   const failures: string[] = [];
   const records = await cloud.records();
   const ec2 = cloud.ec2.state;
-
   for (const { instanceId, terminated } of instances) {
-    const instance = ec2.instance(instanceId);
     const record = records.get(instanceId);
-    const nodeName = record?.nodeName ?? instance?.privateDnsName ?? instanceId;
-    let publishedVersion = 0;
-    let previous: CiliumNode | undefined;
-    const used = new Map<string, string>();
-    for (const entry of cloud.k8s.history(nodeName)) {
-      if (entry.type === 'DELETED') continue;
-      const version = entry.object as unknown as CiliumNode;
-      const where = `${nodeName} rv ${entry.resourceVersion}`;
-      const pairs =
-        previous === undefined
-          ? []
-          : [
-              ...checkPoolRemovalsHandshaken(previous, version),
-              ...checkAllocatedNotWithdrawn(previous, version),
-            ];
-      for (const violation of [
-        ...checkStatusCoversSpec(version),
-        ...checkEniEntriesComplete(version),
-        ...checkRightNode(version, instanceId),
-        ...checkMultiPoolReleaseIps(version),
-        ...pairs,
-      ]) {
-        failures.push(`${violation.invariant}: ${where}: ${violation.message}`);
-      }
-      previous = version;
-      // Invariant 2: the record version a CiliumNode carries never goes down (no agent here wipes it).
-      const annotation = version.metadata.annotations?.[RECORD_VERSION_ANNOTATION];
-      if (annotation !== undefined) {
-        if (Number(annotation) < publishedVersion) {
-          failures.push(`never-backwards: ${where} carries record v${annotation} after v${publishedVersion}`);
-        }
-        publishedVersion = Math.max(publishedVersion, Number(annotation));
-      }
-      // Invariant 5: once the agent reported an IP in use, every later version keeps it in the pool.
-      for (const [ip, allocation] of Object.entries(version.status?.ipam?.used ?? {})) {
-        used.set(ip, allocation?.resource ?? '');
-      }
-      const pool = version.spec?.ipam?.pool ?? {};
-      for (const ip of used.keys()) {
-        if (pool[ip] === undefined) failures.push(`in-use-sacred: ${where}: in-use IP ${ip} left the pool`);
-      }
-    }
-    for (const [ip, eniId] of terminated ? [] : used) {
-      const eni = ec2.networkInterface(eniId);
-      if (eni?.attachment?.instanceId !== instanceId || !eni.secondaryPrivateIpAddresses.includes(ip)) {
-        failures.push(`in-use-sacred: ${instanceId}: in-use IP ${ip} is no longer assigned on ${eniId}`);
-      }
-    }
-
+    const nodeName = record?.nodeName ?? ec2.instance(instanceId)?.privateDnsName ?? instanceId;
+    const history = checkHistory(cloud, nodeName, instanceId);
+    failures.push(...history.failures);
     if (terminated) {
       if (record !== undefined && record.lifecycle !== 'retired') {
         failures.push(`retired: ${instanceId} was terminated but its record is ${record.lifecycle}`);
       }
       continue;
     }
-
-    const attached = ec2.instanceNetworkInterfaces(instanceId);
-    const ours = attached.filter((eni) => isOurs(eni.tags, clusterName));
-    const byIndex = new Map<number, string[]>();
-    for (const eni of ours) {
-      const index = eni.attachment?.deviceIndex ?? -1;
-      byIndex.set(index, [...(byIndex.get(index) ?? []), eni.networkInterfaceId]);
-    }
-    for (const [index, ids] of byIndex) {
-      if (ids.length > 1)
-        failures.push(`duplicate-eni: ${instanceId} has ${ids.join(', ')} at device index ${index}`);
-    }
-    // eth0 is created with the instance (a launch template tags it ours without knowing the
-    // instance id): it can be no other instance's ENI.
-    const foreignOurs = ours.filter(
-      (eni) => eni.attachment?.deviceIndex !== 0 && eni.tags[ENI_TAG_KEYS.instanceId] !== instanceId,
-    );
-    for (const eni of foreignOurs) {
-      failures.push(
-        `duplicate-eni: ${instanceId} holds ${eni.networkInterfaceId}, made for ${eni.tags[ENI_TAG_KEYS.instanceId]}`,
-      );
-    }
-    if (record === undefined) {
-      failures.push(`not-ready: ${instanceId} (${instance?.instanceType}) has no record`);
-      continue;
-    }
-    const recordedIds = record.enis.map((eni) => eni.id).sort();
-    const attachedIds = attached.map((eni) => eni.networkInterfaceId).sort();
-    if (recordedIds.join() !== attachedIds.join()) {
-      failures.push(
-        `duplicate-eni: ${instanceId} has ENIs [${attachedIds.join(', ')}] attached but its record lists [${recordedIds.join(', ')}]`,
-      );
-    }
-    const recordedOurs = record.enis.filter((eni) => isOurs(eni.tags, clusterName)).length;
-    if (recordedOurs !== ours.length) {
-      failures.push(
-        `duplicate-eni: ${instanceId} has ${ours.length} ENIs of ours, its record ${recordedOurs}`,
-      );
-    }
-    for (const eni of record.enis) {
-      const actual = ec2.networkInterface(eni.id);
-      if (actual === undefined) continue; // reported above as an attachment mismatch
-      const recordedIps = [...eni.secondaryIps].sort().join();
-      const actualIps = [...actual.secondaryPrivateIpAddresses].sort().join();
-      const recordedPrefixes = [...eni.prefixes].sort().join();
-      const actualPrefixes = [...actual.ipv4Prefixes].sort().join();
-      if (recordedIps !== actualIps || recordedPrefixes !== actualPrefixes) {
-        failures.push(
-          `record-matches-ec2: ${instanceId} ${eni.id}: record [${recordedIps}|${recordedPrefixes}], EC2 [${actualIps}|${actualPrefixes}]`,
-        );
-      }
-    }
-    failures.push(...readiness(cloud, instanceId, record));
+    failures.push(...checkInUseStillAssigned(cloud, instanceId, history.usedIps));
+    failures.push(...checkEnis(cloud, clusterName, instanceId, record));
   }
 
   const leaked = ec2
@@ -173,6 +75,144 @@ export async function checkRun({ cloud, clusterName, instances }: CheckContext):
   }
   const denials = cloud.denials();
   if (denials.total > 0) failures.push(renderDenials(denials));
+  return failures;
+}
+
+/**
+ * The invariants over every recorded version of a node's CiliumNode, one version and each pair of
+ * consecutive versions; also every IP the agent reported in use (with its ENI), for the end check.
+ */
+function checkHistory(
+  cloud: LocalCloud,
+  nodeName: string,
+  instanceId: string,
+): { failures: string[]; usedIps: Map<string, string> } {
+  const failures: string[] = [];
+  let publishedVersion = 0;
+  let previous: CiliumNode | undefined;
+  const usedIps = new Map<string, string>();
+  for (const entry of cloud.k8s.history(nodeName)) {
+    if (entry.type === 'DELETED') continue;
+    const version = entry.object as unknown as CiliumNode;
+    const where = `${nodeName} rv ${entry.resourceVersion}`;
+    const pairs =
+      previous === undefined
+        ? []
+        : [
+            ...checkPoolRemovalsHandshaken(previous, version),
+            ...checkAllocatedNotWithdrawn(previous, version),
+          ];
+    for (const violation of [
+      ...checkStatusCoversSpec(version),
+      ...checkEniEntriesComplete(version),
+      ...checkRightNode(version, instanceId),
+      ...checkMultiPoolReleaseIps(version),
+      ...pairs,
+    ]) {
+      failures.push(`${violation.invariant}: ${where}: ${violation.message}`);
+    }
+    previous = version;
+    // Invariant 2: the record version a CiliumNode carries never goes down (no agent here wipes it).
+    const annotation = version.metadata.annotations?.[RECORD_VERSION_ANNOTATION];
+    if (annotation !== undefined) {
+      if (Number(annotation) < publishedVersion) {
+        failures.push(`never-backwards: ${where} carries record v${annotation} after v${publishedVersion}`);
+      }
+      publishedVersion = Math.max(publishedVersion, Number(annotation));
+    }
+    // Invariant 5: once the agent reported an IP in use, every later version keeps it in the pool.
+    for (const [ip, allocation] of Object.entries(version.status?.ipam?.used ?? {})) {
+      usedIps.set(ip, allocation?.resource ?? '');
+    }
+    const pool = version.spec?.ipam?.pool ?? {};
+    for (const ip of usedIps.keys()) {
+      if (pool[ip] === undefined) failures.push(`in-use-sacred: ${where}: in-use IP ${ip} left the pool`);
+    }
+  }
+  return { failures, usedIps };
+}
+
+/** Every IP the agent reported in use is still assigned, on EC2, to the ENI it was on, attached to the instance. */
+function checkInUseStillAssigned(
+  cloud: LocalCloud,
+  instanceId: string,
+  usedIps: ReadonlyMap<string, string>,
+): string[] {
+  const failures: string[] = [];
+  for (const [ip, eniId] of usedIps) {
+    const eni = cloud.ec2.state.networkInterface(eniId);
+    if (eni?.attachment?.instanceId !== instanceId || !eni.secondaryPrivateIpAddresses.includes(ip)) {
+      failures.push(`in-use-sacred: ${instanceId}: in-use IP ${ip} is no longer assigned on ${eniId}`);
+    }
+  }
+  return failures;
+}
+
+/** A live instance's ENIs: no duplicate, exactly the record's, with the record's addresses; and the node ready. */
+function checkEnis(
+  cloud: LocalCloud,
+  clusterName: string,
+  instanceId: string,
+  record: NodeRecord | undefined,
+): string[] {
+  const ec2 = cloud.ec2.state;
+  const attached = ec2.instanceNetworkInterfaces(instanceId);
+  const ours = attached.filter((eni) => isOurs(eni.tags, clusterName));
+  const failures = checkNoDuplicateEni(instanceId, ours);
+  if (record === undefined) {
+    failures.push(`not-ready: ${instanceId} (${ec2.instance(instanceId)?.instanceType}) has no record`);
+    return failures;
+  }
+  const recordedIds = record.enis.map((eni) => eni.id).sort();
+  const attachedIds = attached.map((eni) => eni.networkInterfaceId).sort();
+  if (recordedIds.join() !== attachedIds.join()) {
+    failures.push(
+      `duplicate-eni: ${instanceId} has ENIs [${attachedIds.join(', ')}] attached but its record lists [${recordedIds.join(', ')}]`,
+    );
+  }
+  const recordedOurs = record.enis.filter((eni) => isOurs(eni.tags, clusterName)).length;
+  if (recordedOurs !== ours.length) {
+    failures.push(`duplicate-eni: ${instanceId} has ${ours.length} ENIs of ours, its record ${recordedOurs}`);
+  }
+  for (const eni of record.enis) {
+    const actual = ec2.networkInterface(eni.id);
+    if (actual === undefined) continue; // reported above as an attachment mismatch
+    const recordedIps = [...eni.secondaryIps].sort().join();
+    const actualIps = [...actual.secondaryPrivateIpAddresses].sort().join();
+    const recordedPrefixes = [...eni.prefixes].sort().join();
+    const actualPrefixes = [...actual.ipv4Prefixes].sort().join();
+    if (recordedIps !== actualIps || recordedPrefixes !== actualPrefixes) {
+      failures.push(
+        `record-matches-ec2: ${instanceId} ${eni.id}: record [${recordedIps}|${recordedPrefixes}], EC2 [${actualIps}|${actualPrefixes}]`,
+      );
+    }
+  }
+  failures.push(...readiness(cloud, instanceId, record));
+  return failures;
+}
+
+/** No two of our ENIs at one device index, and none made for another instance (eth0 aside). */
+function checkNoDuplicateEni(instanceId: string, ours: readonly NetworkInterfaceRecord[]): string[] {
+  const failures: string[] = [];
+  const byIndex = new Map<number, string[]>();
+  for (const eni of ours) {
+    const index = eni.attachment?.deviceIndex ?? -1;
+    byIndex.set(index, [...(byIndex.get(index) ?? []), eni.networkInterfaceId]);
+  }
+  for (const [index, ids] of byIndex) {
+    if (ids.length > 1)
+      failures.push(`duplicate-eni: ${instanceId} has ${ids.join(', ')} at device index ${index}`);
+  }
+  // eth0 is created with the instance (a launch template tags it ours without knowing the
+  // instance id): it can be no other instance's ENI.
+  const foreignOurs = ours.filter(
+    (eni) => eni.attachment?.deviceIndex !== 0 && eni.tags[ENI_TAG_KEYS.instanceId] !== instanceId,
+  );
+  for (const eni of foreignOurs) {
+    failures.push(
+      `duplicate-eni: ${instanceId} holds ${eni.networkInterfaceId}, made for ${eni.tags[ENI_TAG_KEYS.instanceId]}`,
+    );
+  }
   return failures;
 }
 

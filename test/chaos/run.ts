@@ -1,21 +1,39 @@
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { ENI_TAG_KEYS, ownershipTags } from '../../functions/core/eni-ownership.ts';
 import { expandCidr } from '../../functions/core/ip-math.ts';
+import type { InjectedFault } from '../emulators/ec2/index.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
 import { LocalMultiPoolAgent, registerCiliumNode, writeUsedIps } from '../local-cloud/cilium-agent.ts';
 import { type LocalCloud, type SynthesizedStack, startLocalCloud } from '../local-cloud/index.ts';
 import { MultiPoolAgentModel } from '../support/cilium-multipool-agent-model.ts';
 import { checkRun } from './checks.ts';
-import { type CrashPoint, describePlan, type NodePlan, planRun, type RunPlan } from './plan.ts';
+import {
+  CRASH_POINT_OF_EC2_ACTION,
+  type CrashPlan,
+  type CrashPoint,
+  describePlan,
+  type NodePlan,
+  planRun,
+  type RunPlan,
+} from './plan.ts';
 import { Prng } from './prng.ts';
 
 /**
  * One chaos run: a fresh local cloud (the synthesized stack's bundled functions on DynamoDB Local
- * and the EC2 and Kubernetes emulators), the run's plan carried out against it while its faults are
- * armed, then the faults stop, the clock moves past every lease and grace period, the schedules
- * run, and `checkRun` judges the end state and every CiliumNode version recorded on the way.
+ * and the EC2 and Kubernetes emulators), then the run's phases in order:
  *
- * Crashes are real deaths: the EC2 emulator's beforeApply hook (or the Kubernetes store's write
+ * 1. warm-up: every function's containers start, so the fault phase meets running functions;
+ * 2. arming: the plan's EC2 faults (through the emulator's fault registry), Kubernetes faults and
+ *    crashes are armed before anything launches;
+ * 3. the timeline: launches, agents, EC2 events, terminations and schedule firings at their planned
+ *    moments, while the faults hit;
+ * 4. the end of the fault phase: every fault disarmed, the timeline finished;
+ * 5. the sweep: in-flight work settles, the clock moves past every lease and grace period, the
+ *    schedules run, the agents answer;
+ * 6. the judgement: `checkRun` judges the end state and every CiliumNode version recorded on the
+ *    way, and the 1.20 agents report what they saw.
+ *
+ * Crashes are real deaths: the EC2 emulator's `before-apply` fault (or the Kubernetes store's write
  * listener, for a sync's status write) terminates the worker thread of the invocation making the
  * call, and only then lets the call apply. The function never sees the answer, and nothing of it
  * runs afterwards: no `finally`, no lease release, no compensation.
@@ -54,6 +72,7 @@ const SETTLE_TIMEOUT_MS = 45_000;
 const SWEEP_ROUNDS = 4;
 /** Containers per function (the sweep's reserved concurrency of 1 still applies). */
 const CONTAINERS_PER_FUNCTION = 3;
+const DEFAULT_DEADLINE_MS = 150_000;
 
 export class RunTimeoutError extends Error {
   override readonly name = 'RunTimeoutError';
@@ -68,12 +87,99 @@ export async function runChaos(
   const plan = planRun(seed);
   const log = options.log ?? (() => {});
   for (const line of describePlan(plan)) log(`  ${line}`);
-  const runtimeRandom = new Prng(seed).fork('runtime');
+  const counters: RunCounters = { crashes: new Map(), redeliveries: 0, events: 0 };
+  const faultPhase = { active: true };
   const recentErrors: string[] = [];
-  const counters = { crashes: new Map<CrashPoint, number>(), redeliveries: 0, events: 0 };
-  let faultsActive = true;
+  const cloud = await startChaosCloud(environment, plan, { seed, faultPhase, counters, recentErrors });
+  const run: ChaosRun = {
+    plan,
+    cloud,
+    log,
+    options,
+    counters,
+    faultPhase,
+    timeline: new Timeline(log),
+    instanceIds: plan.nodes.map(() => undefined),
+    nodeNames: new Map(),
+    agents: { multiPool: new Map(), retired: [], failures: [] },
+    phase: (name) => log(`  ${name} at ${((Date.now() - startedAtMs) / 1000).toFixed(1)} s`),
+  };
+  let failures: string[];
+  let summary = '';
+  const deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
+  try {
+    ({ failures, summary } = await withTimeout(
+      runPhases(run),
+      deadlineMs,
+      `run ${seed} did not finish within ${deadlineMs / 1000} s`,
+    ));
+  } catch (error) {
+    failures = [`run: ${(error as Error).message}`];
+  } finally {
+    faultPhase.active = false;
+    run.timeline.cancel();
+    await withTimeout(cloud.stop(), 30_000, 'stopping the local cloud').catch((error: unknown) =>
+      log(`  ${(error as Error).message}`),
+    );
+  }
+  const durationMs = Date.now() - startedAtMs;
+  return { seed, passed: failures.length === 0, failures, durationMs, plan, summary, recentErrors };
+}
 
-  const cloud = await startLocalCloud({
+interface RunCounters {
+  readonly crashes: Map<CrashPoint, number>;
+  redeliveries: number;
+  events: number;
+}
+
+/** The simulated agents of a run: the 1.20 ones by node name, those retired by a downgrade, what the downgrades found. */
+interface AgentFleet {
+  readonly multiPool: Map<string, LocalMultiPoolAgent>;
+  readonly retired: LocalMultiPoolAgent[];
+  readonly failures: string[];
+}
+
+/** What the phases of one run share. */
+interface ChaosRun {
+  readonly plan: RunPlan;
+  readonly cloud: LocalCloud;
+  readonly log: (line: string) => void;
+  readonly options: RunOptions;
+  readonly counters: RunCounters;
+  /** `active` until the fault phase ends: crashes and stream redeliveries happen only while it is. */
+  readonly faultPhase: { active: boolean };
+  readonly timeline: Timeline;
+  /** By plan node: the instance launched for it (undefined until it is). */
+  readonly instanceIds: (string | undefined)[];
+  /** CiliumNode name → instance id, for every launched node. */
+  readonly nodeNames: Map<string, string>;
+  readonly agents: AgentFleet;
+  /** Logs that a phase was reached, with the time since the run started. */
+  phase(name: string): void;
+}
+
+/** The faults armed for the fault phase, whose hits the summary counts. */
+interface ArmedFaults {
+  readonly ec2: readonly InjectedFault[];
+  /** Kubernetes faults: those on any node at once, one node's when it launches. */
+  readonly k8s: { readonly hits: number }[];
+  /** Stops the crash at a sync's status write. */
+  readonly stopWatchingWrites: () => void;
+}
+
+/** The local cloud of a run, its stream redelivery drawn from the run's own stream. */
+function startChaosCloud(
+  environment: ChaosEnvironment,
+  plan: RunPlan,
+  run: {
+    readonly seed: number;
+    readonly faultPhase: { readonly active: boolean };
+    readonly counters: RunCounters;
+    readonly recentErrors: string[];
+  },
+): Promise<LocalCloud> {
+  const runtimeRandom = new Prng(run.seed).fork('runtime');
+  return startLocalCloud({
     stack: environment.stack,
     dynamoDbEndpoint: environment.dynamoDbEndpoint,
     runSchedules: false,
@@ -84,100 +190,84 @@ export async function runChaos(
     maxConcurrencyPerFunction: CONTAINERS_PER_FUNCTION,
     streamPollIntervalMs: 100,
     streamRedelivery: () => {
-      if (!faultsActive || !runtimeRandom.chance(plan.streamRedeliveryProbability)) return false;
-      counters.redeliveries++;
+      if (!run.faultPhase.active || !runtimeRandom.chance(plan.streamRedeliveryProbability)) return false;
+      run.counters.redeliveries++;
       return true;
     },
     onLog: ({ functionName, stream, text }) => {
       if (stream === 'stderr' || text.includes('"level":"ERROR"')) {
-        recentErrors.push(`${functionName.replace(/^.*?-(\w+?)Function.*$/, '$1')}: ${text.slice(0, 400)}`);
-        if (recentErrors.length > 12) recentErrors.shift();
+        run.recentErrors.push(
+          `${functionName.replace(/^.*?-(\w+?)Function.*$/, '$1')}: ${text.slice(0, 400)}`,
+        );
+        if (run.recentErrors.length > 12) run.recentErrors.shift();
       }
     },
   });
-  const timers = new Set<NodeJS.Timeout>();
-  const background = new Set<Promise<unknown>>();
-  const track = (promise: Promise<unknown>) => {
-    const settled = promise.catch((error: unknown) =>
-      log(`  background failure: ${(error as Error).message}`),
-    );
-    background.add(settled);
-    void settled.finally(() => background.delete(settled));
-  };
-  let failures: string[];
-  let summary = '';
-  try {
-    const outcome = await withTimeout(
-      execute(),
-      options.deadlineMs ?? 150_000,
-      `run ${seed} did not finish within ${(options.deadlineMs ?? 150_000) / 1000} s`,
-    );
-    failures = outcome.failures;
-    summary = outcome.summary;
-  } catch (error) {
-    failures = [`run: ${(error as Error).message}`];
-  } finally {
-    faultsActive = false;
-    for (const timer of timers) clearTimeout(timer);
-    await withTimeout(cloud.stop(), 30_000, 'stopping the local cloud').catch((error: unknown) =>
-      log(`  ${(error as Error).message}`),
-    );
+}
+
+async function runPhases(run: ChaosRun): Promise<{ failures: string[]; summary: string }> {
+  await withTimeout(warmUp(run.cloud), SETTLE_TIMEOUT_MS, 'warming the containers');
+  run.phase('containers warm');
+  const armed = armFaults(run);
+  const launched = scheduleTimeline(run, armed);
+  await endFaultPhase(run, armed, launched);
+  const faultHits = [...armed.ec2, ...armed.k8s].reduce((sum, fault) => sum + fault.hits, 0);
+  await sweep(run);
+  run.phase('sweep done');
+  return judge(run, faultHits);
+}
+
+/** Arms every fault of the plan before anything launches; one node's Kubernetes faults wait for its launch. */
+function armFaults(run: ChaosRun): ArmedFaults {
+  const { ec2, k8s } = run.cloud;
+  const armedEc2: InjectedFault[] = [];
+  for (const fault of run.plan.ec2Faults) {
+    const injected = ec2.faults.arm(fault);
+    if (injected !== undefined) armedEc2.push(injected);
   }
-  return {
-    seed,
-    passed: failures.length === 0,
-    failures,
-    durationMs: Date.now() - startedAtMs,
-    plan,
-    summary,
-    recentErrors,
-  };
-
-  async function execute(): Promise<{ failures: string[]; summary: string }> {
-    const { ec2, k8s } = cloud;
-    const clusterName = cloud.cluster.clusterName;
-    const instanceIds: (string | undefined)[] = plan.nodes.map(() => undefined);
-    const nodeNames = new Map<string, string>();
-    const phase = (name: string) => log(`  ${name} at ${((Date.now() - startedAtMs) / 1000).toFixed(1)} s`);
-
-    // ---- warm containers first, so the fault phase meets running functions, not cold starts
-    await withTimeout(warmUp(cloud), SETTLE_TIMEOUT_MS, 'warming the containers');
-    phase('containers warm');
-
-    // ---- faults armed before anything launches
-    ec2.setEventualConsistencyMs(plan.eventualConsistencyMs);
-    if (plan.throttling) ec2.setThrottling({ buckets: plan.throttling });
-    const ec2Faults = plan.ec2Faults.map((fault) =>
-      ec2.faults.inject({ action: fault.action, kind: fault.kind, times: fault.times }),
+  const armedK8s = run.plan.k8sFaults
+    .filter((fault) => fault.node === undefined)
+    .map((fault) =>
+      k8s.faults.inject({
+        match: { verb: fault.verb, ...(fault.subresource ? { subresource: fault.subresource } : {}) },
+        kind: fault.kind,
+        times: fault.times,
+      }),
     );
-    const k8sFaults = plan.k8sFaults
-      .filter((fault) => fault.node === undefined)
-      .map((fault) =>
-        k8s.faults.inject({
-          match: { verb: fault.verb, ...(fault.subresource ? { subresource: fault.subresource } : {}) },
-          kind: fault.kind,
-          times: fault.times,
-        }),
-      );
-    const crashes = plan.crashes.map((crash) => ({ ...crash, remaining: crash.times }));
-    /** Consumes one use of the first armed crash for this point and instance. */
-    const takeCrash = (point: CrashPoint, instanceId: string) => {
-      const crash = crashes.find(
-        (candidate) =>
-          candidate.point === point &&
-          candidate.remaining > 0 &&
-          (candidate.node === undefined || instanceIds[candidate.node] === instanceId),
-      );
-      if (crash) crash.remaining--;
-      return crash;
-    };
-    const recordCrash = (point: CrashPoint, instanceId: string, killed: number) => {
-      counters.crashes.set(point, (counters.crashes.get(point) ?? 0) + 1);
-      log(`  crash ${point} of ${instanceId}: ${killed} container(s) killed`);
-    };
-    ec2.setBeforeApply(async (action, params) => {
-      const point = CRASH_POINT_BY_ACTION[action];
-      if (!faultsActive || point === undefined) return;
+  return { ec2: armedEc2, k8s: armedK8s, stopWatchingWrites: armCrashes(run) };
+}
+
+/**
+ * Arms the plan's crashes: at an EC2 call through the emulator's `before-apply` fault, between a
+ * sync's status and spec writes through the Kubernetes store's write listener. Returns what stops
+ * the latter.
+ */
+function armCrashes(run: ChaosRun): () => void {
+  const { cloud } = run;
+  const crashes = run.plan.crashes.map((crash) => ({ ...crash, remaining: crash.times }));
+  /** Consumes one use of the first armed crash for this point and instance. */
+  const takeCrash = (
+    point: CrashPoint,
+    instanceId: string,
+  ): (CrashPlan & { remaining: number }) | undefined => {
+    const crash = crashes.find(
+      (candidate) =>
+        candidate.point === point &&
+        candidate.remaining > 0 &&
+        (candidate.node === undefined || run.instanceIds[candidate.node] === instanceId),
+    );
+    if (crash) crash.remaining--;
+    return crash;
+  };
+  const recordCrash = (point: CrashPoint, instanceId: string, killed: number) => {
+    run.counters.crashes.set(point, (run.counters.crashes.get(point) ?? 0) + 1);
+    run.log(`  crash ${point} of ${instanceId}: ${killed} container(s) killed`);
+  };
+  cloud.ec2.faults.arm({
+    kind: 'before-apply',
+    hook: async (action, params) => {
+      const point = CRASH_POINT_OF_EC2_ACTION[action];
+      if (!run.faultPhase.active || point === undefined) return;
       const instanceId = instanceOfCall(cloud, action, params);
       const crash = instanceId === undefined ? undefined : takeCrash(point, instanceId);
       if (instanceId === undefined || crash === undefined) return;
@@ -189,203 +279,248 @@ export async function runChaos(
         return;
       }
       recordCrash(point, instanceId, killed);
-    });
-    const unsubscribe = k8s.store.onWrite((entry) => {
-      if (!faultsActive || entry.verb !== 'patch' || entry.subresource !== 'status') return;
-      const instanceId = nodeNames.get(entry.name);
-      if (instanceId === undefined || takeCrash('between-status-and-spec-write', instanceId) === undefined)
-        return;
-      // Synchronously inside the status write: the worker dies before it can read the answer.
-      track(
-        cloud
-          .crashInvocations('Sync', (event) => mentions(event, instanceId))
-          .then((killed) => {
-            if (killed > 0) recordCrash('between-status-and-spec-write', instanceId, killed);
-          }),
-      );
-    });
+    },
+  });
+  return cloud.k8s.store.onWrite((entry) => {
+    if (!run.faultPhase.active || entry.verb !== 'patch' || entry.subresource !== 'status') return;
+    const instanceId = run.nodeNames.get(entry.name);
+    if (instanceId === undefined || takeCrash('between-status-and-spec-write', instanceId) === undefined)
+      return;
+    // Synchronously inside the status write: the worker dies before it can read the answer.
+    run.timeline.track(
+      cloud
+        .crashInvocations('Sync', (event) => mentions(event, instanceId))
+        .then((killed) => {
+          if (killed > 0) recordCrash('between-status-and-spec-write', instanceId, killed);
+        }),
+    );
+  });
+}
 
-    // ---- the timeline: launches, agents, EC2 events, terminations, schedule firings
-    const multiPoolAgents = new Map<string, LocalMultiPoolAgent>();
-    const retiredAgents: LocalMultiPoolAgent[] = [];
-    const agentFailures: string[] = [];
-    const at = (delayMs: number, action: () => unknown) => {
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        try {
-          const result = action();
-          if (result instanceof Promise) track(result);
-        } catch (error) {
-          log(`  timeline action failed: ${(error as Error).message}`);
-        }
-      }, delayMs);
-      timers.add(timer);
-    };
-    const launched = new Promise<void>((resolve) => {
-      let remaining = plan.nodes.length;
-      for (const [index, node] of plan.nodes.entries()) {
-        at(node.launchAtMs, () => {
-          const instance = cloud.launchInstance(node.instanceType, {
-            subnet: node.subnet,
-            ...(node.eth0Ours
-              ? { primaryNetworkInterfaceTags: ownershipTags(cloud.cluster.clusterName, 'launch-template') }
-              : {}),
-          });
-          instanceIds[index] = instance.instanceId;
-          nodeNames.set(instance.privateDnsName, instance.instanceId);
-          for (const fault of plan.k8sFaults.filter((candidate) => candidate.node === index)) {
-            k8sFaults.push(
-              k8s.faults.inject({
-                match: {
-                  verb: fault.verb,
-                  name: instance.privateDnsName,
-                  ...(fault.subresource ? { subresource: fault.subresource } : {}),
-                },
-                kind: fault.kind,
-                times: fault.times,
-              }),
-            );
-          }
-          const name = instance.privateDnsName;
-          at(node.agentDelayMs, () => {
-            registerAgent(k8s, name, instance.instanceId, node);
-            if (node.agentVersion === '1.20')
-              multiPoolAgents.set(name, new LocalMultiPoolAgent(k8s, name, new MultiPoolAgentModel()));
-          });
-          const { reportUsed } = node;
-          if (reportUsed !== undefined) {
-            at(Math.max(reportUsed.afterMs, node.agentDelayMs + 1), () => {
-              const multiPool = multiPoolAgents.get(name);
-              if (multiPool === undefined) return reportUsedIps(k8s, name, reportUsed.usedCount);
-              allocatePods(multiPool, reportUsed.usedCount);
-            });
-          }
-          if (node.switchVersionAfterMs !== undefined) {
-            at(Math.max(node.switchVersionAfterMs, node.agentDelayMs + 2), () => {
-              const multiPool = multiPoolAgents.get(name);
-              if (multiPool === undefined) {
-                multiPoolAgents.set(name, upgradeAgent(k8s, name));
-              } else {
-                multiPoolAgents.delete(name);
-                retiredAgents.push(multiPool);
-                multiPool.stop();
-                agentFailures.push(...downgradeAgent(k8s, name, multiPool.model.endpoints()));
-              }
-            });
-          }
-          if (node.terminateAtMs !== undefined) {
-            at(node.terminateAtMs - node.launchAtMs, () => {
-              ec2.state.setInstanceState(instance.instanceId, 'shutting-down');
-              at(150, () => ec2.state.setInstanceState(instance.instanceId, 'terminated'));
-            });
-          }
-          remaining--;
-          if (remaining === 0) resolve();
-        });
-      }
-    });
-    for (const event of plan.events) {
-      at(event.atMs, async () => {
-        await launched.then(() => undefined); // an instance's events never precede its launch
-        const instanceId = instanceIds[event.node];
-        if (instanceId === undefined) return;
-        counters.events++;
-        await cloud.emitEc2Event(instanceId, event.state);
+/** Schedules the launches, EC2 events and schedule firings; resolves once every node launched. */
+function scheduleTimeline(run: ChaosRun, armed: ArmedFaults): Promise<void> {
+  const { plan, timeline } = run;
+  const launched = new Promise<void>((resolve) => {
+    let remaining = plan.nodes.length;
+    for (const [index, node] of plan.nodes.entries()) {
+      timeline.at(node.launchAtMs, () => {
+        launchNode(run, armed, index, node);
+        remaining--;
+        if (remaining === 0) resolve();
       });
     }
-    for (const atMs of plan.scheduleFiringsAtMs) at(atMs, () => cloud.fireSchedules());
-    const lastTimelineMs = Math.max(
-      ...plan.nodes.map(
-        (node) => node.launchAtMs + Math.max(node.reportUsed?.afterMs ?? 0, node.agentDelayMs + 1) + 2_000,
-      ),
-      plan.faultPhaseMs,
-      ...plan.events.map((event) => event.atMs),
-      ...plan.nodes.map((node) => node.launchAtMs + node.agentDelayMs),
-      ...plan.nodes.map((node) => (node.terminateAtMs ?? 0) + 200),
-    );
-
-    // ---- fault phase
-    await sleep(plan.faultPhaseMs);
-    phase('faults stop');
-    faultsActive = false;
-    ec2.faults.clear();
-    k8s.faults.clear();
-    ec2.setThrottling(false);
-    ec2.setEventualConsistencyMs(0);
-    ec2.setBeforeApply(undefined);
-    unsubscribe();
-    const faultHits =
-      ec2Faults.reduce((sum, fault) => sum + fault.hits, 0) +
-      k8sFaults.reduce((sum, fault) => sum + fault.hits, 0);
-    await sleep(Math.max(0, lastTimelineMs - plan.faultPhaseMs) + 50);
-    await withTimeout(launched, 5_000, 'instances never launched');
-
-    // ---- the sweep: in-flight work settles, then leases and grace periods pass
-    await settle(cloud, 'settling after the fault phase');
-    phase('settled');
-    cloud.advanceClock(CLOCK_ADVANCE_MS);
-    for (let round = 0; round < SWEEP_ROUNDS; round++) {
-      await withTimeout(cloud.fireSchedules(), SETTLE_TIMEOUT_MS, 'schedule firing');
-      await settle(cloud, `settling after schedule round ${round + 1}`);
-      // The agents' next pass: 1.19 agents answer the release handshake, 1.20 agents write pools.
-      for (const nodeName of nodeNames.keys()) {
-        const multiPool = multiPoolAgents.get(nodeName);
-        if (multiPool) multiPool.pass();
-        else answerReleaseHandshake(k8s, nodeName);
-      }
-    }
-    for (const [prefix, event] of [
-      ['Sweep', { task: 'sweep' }],
-      ['Sweep', { task: 'eni-garbage-collection' }],
-      ['Sync', { all: true }],
-    ] as const) {
-      const result = await withTimeout(cloud.invoke(prefix, event), SETTLE_TIMEOUT_MS, `final ${prefix}`);
-      if (result.status === 'failed')
-        log(`  final ${prefix} ${JSON.stringify(event)} failed: ${result.error.errorMessage}`);
-      await settle(cloud, `settling after the final ${prefix}`);
-    }
-    await withTimeout(Promise.all([...background]), 10_000, 'background work');
-    phase('sweep done');
-
-    const failures = await checkRun({
-      cloud,
-      clusterName,
-      instances: plan.nodes.map((node, index) => ({
-        instanceId: instanceIds[index] as string,
-        terminated: node.terminateAtMs !== undefined,
-      })),
+  });
+  for (const event of plan.events) {
+    timeline.at(event.atMs, async () => {
+      await launched; // an instance's events never precede its launch
+      const instanceId = run.instanceIds[event.node];
+      if (instanceId === undefined) return;
+      run.counters.events++;
+      await run.cloud.emitEc2Event(instanceId, event.state);
     });
-    for (const [nodeName, agent] of multiPoolAgents) {
-      agent.stop();
-      const instanceId = nodeNames.get(nodeName) ?? nodeName;
-      const terminated = plan.nodes[instanceIds.indexOf(instanceId)]?.terminateAtMs !== undefined;
-      for (const problem of agent.model.problems) failures.push(`agent-1.20: ${nodeName}: ${problem}`);
-      for (const error of agent.failures) failures.push(`agent-1.20: ${nodeName}: ${error.message}`);
-      if (!terminated) failures.push(...inUseOnEc2(cloud, instanceId, agent.model.inUseIps()));
-    }
-    for (const agent of retiredAgents) {
-      for (const problem of agent.model.problems)
-        failures.push(`agent-1.20 (before its downgrade): ${problem}`);
-    }
-    failures.push(...agentFailures);
-    await options.inspect?.(cloud, failures);
-    const stats = cloud.functionStats();
-    const invocations = Object.values(stats).reduce((sum, entry) => sum + entry.invocations, 0);
-    const failedInvocations = Object.values(stats).reduce((sum, entry) => sum + entry.failures, 0);
-    const crashText =
-      [...counters.crashes]
-        .map(([point, count]) => `${point.replace(/-network-interface(-attribute)?/, '')} x${count}`)
-        .join(', ') || 'none';
-    const summary = `${plan.nodes.length} nodes, ${faultHits} faults hit, crashes: ${crashText}, ${counters.events} events, ${counters.redeliveries} stream redeliveries, ${invocations} invocations (${failedInvocations} failed)`;
-    return { failures, summary };
+  }
+  for (const atMs of plan.scheduleFiringsAtMs) timeline.at(atMs, () => run.cloud.fireSchedules());
+  return launched;
+}
+
+/** Launches one node, arms its own Kubernetes faults, and schedules its agent's life and its termination. */
+function launchNode(run: ChaosRun, armed: ArmedFaults, index: number, node: NodePlan): void {
+  const { cloud, timeline, agents } = run;
+  const { k8s } = cloud;
+  const instance = cloud.launchInstance(node.instanceType, {
+    subnet: node.subnet,
+    ...(node.eth0Ours
+      ? { primaryNetworkInterfaceTags: ownershipTags(cloud.cluster.clusterName, 'launch-template') }
+      : {}),
+  });
+  const name = instance.privateDnsName;
+  run.instanceIds[index] = instance.instanceId;
+  run.nodeNames.set(name, instance.instanceId);
+  for (const fault of run.plan.k8sFaults.filter((candidate) => candidate.node === index)) {
+    armed.k8s.push(
+      k8s.faults.inject({
+        match: { verb: fault.verb, name, ...(fault.subresource ? { subresource: fault.subresource } : {}) },
+        kind: fault.kind,
+        times: fault.times,
+      }),
+    );
+  }
+  timeline.at(node.agentDelayMs, () => {
+    registerAgent(k8s, name, instance.instanceId, node);
+    if (node.agentVersion === '1.20')
+      agents.multiPool.set(name, new LocalMultiPoolAgent(k8s, name, new MultiPoolAgentModel()));
+  });
+  const { reportUsed } = node;
+  if (reportUsed !== undefined) {
+    timeline.at(Math.max(reportUsed.afterMs, node.agentDelayMs + 1), () => {
+      const multiPool = agents.multiPool.get(name);
+      if (multiPool === undefined) return reportUsedIps(k8s, name, reportUsed.usedCount);
+      allocatePods(multiPool, reportUsed.usedCount);
+    });
+  }
+  if (node.switchVersionAfterMs !== undefined) {
+    timeline.at(Math.max(node.switchVersionAfterMs, node.agentDelayMs + 2), () => switchAgent(run, name));
+  }
+  if (node.terminateAtMs !== undefined) {
+    timeline.at(node.terminateAtMs - node.launchAtMs, () => {
+      cloud.ec2.state.setInstanceState(instance.instanceId, 'shutting-down');
+      timeline.at(150, () => cloud.ec2.state.setInstanceState(instance.instanceId, 'terminated'));
+    });
   }
 }
 
-const CRASH_POINT_BY_ACTION: Readonly<Record<string, CrashPoint>> = {
-  CreateNetworkInterface: 'after-create-network-interface',
-  AttachNetworkInterface: 'after-attach-network-interface',
-  ModifyNetworkInterfaceAttribute: 'after-modify-network-interface-attribute',
-};
+/** Upgrades a 1.19 agent in place to 1.20, or downgrades a 1.20 one to 1.19. */
+function switchAgent(run: ChaosRun, nodeName: string): void {
+  const { agents } = run;
+  const k8s = run.cloud.k8s;
+  const multiPool = agents.multiPool.get(nodeName);
+  if (multiPool === undefined) {
+    agents.multiPool.set(nodeName, upgradeAgent(k8s, nodeName));
+    return;
+  }
+  agents.multiPool.delete(nodeName);
+  agents.retired.push(multiPool);
+  multiPool.stop();
+  agents.failures.push(...downgradeAgent(k8s, nodeName, multiPool.model.endpoints()));
+}
+
+/**
+ * Lets the fault phase run its planned length, then disarms every fault (the EC2 ones through the
+ * registry's `disarmAll`) and waits for the rest of the timeline and every launch.
+ */
+async function endFaultPhase(run: ChaosRun, armed: ArmedFaults, launched: Promise<void>): Promise<void> {
+  const { plan, cloud } = run;
+  await sleep(plan.faultPhaseMs);
+  run.phase('faults stop');
+  run.faultPhase.active = false;
+  cloud.ec2.faults.disarmAll();
+  cloud.k8s.faults.clear();
+  armed.stopWatchingWrites();
+  await sleep(Math.max(0, lastTimelineMs(plan) - plan.faultPhaseMs) + 50);
+  await withTimeout(launched, 5_000, 'instances never launched');
+}
+
+/** When the last planned action of the timeline is due (an agent's first pass after its report included). */
+function lastTimelineMs(plan: RunPlan): number {
+  return Math.max(
+    ...plan.nodes.map(
+      (node) => node.launchAtMs + Math.max(node.reportUsed?.afterMs ?? 0, node.agentDelayMs + 1) + 2_000,
+    ),
+    plan.faultPhaseMs,
+    ...plan.events.map((event) => event.atMs),
+    ...plan.nodes.map((node) => node.launchAtMs + node.agentDelayMs),
+    ...plan.nodes.map((node) => (node.terminateAtMs ?? 0) + 200),
+  );
+}
+
+/** In-flight work settles, then leases and grace periods pass while the schedules and the agents run. */
+async function sweep(run: ChaosRun): Promise<void> {
+  const { cloud } = run;
+  await settle(cloud, 'settling after the fault phase');
+  run.phase('settled');
+  cloud.advanceClock(CLOCK_ADVANCE_MS);
+  for (let round = 0; round < SWEEP_ROUNDS; round++) {
+    await withTimeout(cloud.fireSchedules(), SETTLE_TIMEOUT_MS, 'schedule firing');
+    await settle(cloud, `settling after schedule round ${round + 1}`);
+    // The agents' next pass: 1.19 agents answer the release handshake, 1.20 agents write pools.
+    for (const nodeName of run.nodeNames.keys()) {
+      const multiPool = run.agents.multiPool.get(nodeName);
+      if (multiPool) multiPool.pass();
+      else answerReleaseHandshake(cloud.k8s, nodeName);
+    }
+  }
+  for (const [prefix, event] of [
+    ['Sweep', { task: 'sweep' }],
+    ['Sweep', { task: 'eni-garbage-collection' }],
+    ['Sync', { all: true }],
+  ] as const) {
+    const result = await withTimeout(cloud.invoke(prefix, event), SETTLE_TIMEOUT_MS, `final ${prefix}`);
+    if (result.status === 'failed')
+      run.log(`  final ${prefix} ${JSON.stringify(event)} failed: ${result.error.errorMessage}`);
+    await settle(cloud, `settling after the final ${prefix}`);
+  }
+  await withTimeout(run.timeline.backgroundSettled(), 10_000, 'background work');
+}
+
+/** The checks over the end state and the history, what the 1.20 agents saw, and the run's summary line. */
+async function judge(run: ChaosRun, faultHits: number): Promise<{ failures: string[]; summary: string }> {
+  const { plan, cloud, agents } = run;
+  const failures = await checkRun({
+    cloud,
+    clusterName: cloud.cluster.clusterName,
+    instances: plan.nodes.map((node, index) => ({
+      instanceId: run.instanceIds[index] as string,
+      terminated: node.terminateAtMs !== undefined,
+    })),
+  });
+  for (const [nodeName, agent] of agents.multiPool) {
+    agent.stop();
+    const instanceId = run.nodeNames.get(nodeName) ?? nodeName;
+    const terminated = plan.nodes[run.instanceIds.indexOf(instanceId)]?.terminateAtMs !== undefined;
+    for (const problem of agent.model.problems) failures.push(`agent-1.20: ${nodeName}: ${problem}`);
+    for (const error of agent.failures) failures.push(`agent-1.20: ${nodeName}: ${error.message}`);
+    if (!terminated) failures.push(...inUseOnEc2(cloud, instanceId, agent.model.inUseIps()));
+  }
+  for (const agent of agents.retired) {
+    for (const problem of agent.model.problems)
+      failures.push(`agent-1.20 (before its downgrade): ${problem}`);
+  }
+  failures.push(...agents.failures);
+  await run.options.inspect?.(cloud, failures);
+  return { failures, summary: summarize(run, faultHits) };
+}
+
+function summarize(run: ChaosRun, faultHits: number): string {
+  const stats = Object.values(run.cloud.functionStats());
+  const invocations = stats.reduce((sum, entry) => sum + entry.invocations, 0);
+  const failedInvocations = stats.reduce((sum, entry) => sum + entry.failures, 0);
+  const crashText =
+    [...run.counters.crashes]
+      .map(([point, count]) => `${point.replace(/-network-interface(-attribute)?/, '')} x${count}`)
+      .join(', ') || 'none';
+  const { counters } = run;
+  return `${run.plan.nodes.length} nodes, ${faultHits} faults hit, crashes: ${crashText}, ${counters.events} events, ${counters.redeliveries} stream redeliveries, ${invocations} invocations (${failedInvocations} failed)`;
+}
+
+/** The timed actions of a run and the background work they start; a failure is logged, never thrown. */
+class Timeline {
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly background = new Set<Promise<unknown>>();
+
+  constructor(private readonly log: (line: string) => void) {}
+
+  /** Runs `action` in `delayMs`; a promise it returns is tracked as background work. */
+  at(delayMs: number, action: () => unknown): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      try {
+        const result = action();
+        if (result instanceof Promise) this.track(result);
+      } catch (error) {
+        this.log(`  timeline action failed: ${(error as Error).message}`);
+      }
+    }, delayMs);
+    this.timers.add(timer);
+  }
+
+  track(promise: Promise<unknown>): void {
+    const settled = promise.catch((error: unknown) =>
+      this.log(`  background failure: ${(error as Error).message}`),
+    );
+    this.background.add(settled);
+    void settled.finally(() => this.background.delete(settled));
+  }
+
+  /** Resolves once the background work started so far has settled. */
+  backgroundSettled(): Promise<unknown> {
+    return Promise.all([...this.background]);
+  }
+
+  /** Cancels every action not yet run. */
+  cancel(): void {
+    for (const timer of this.timers) clearTimeout(timer);
+  }
+}
 
 /** The instance an EC2 call works for: its InstanceId, the instance tag of a create, or the ENI's attachment. */
 function instanceOfCall(

@@ -3,6 +3,15 @@ import { applyFilters, type FilterFields } from './filters.ts';
 import type { InstanceTypeInfo } from './instance-types.ts';
 import type { QueryParams } from './query.ts';
 import {
+  INSTANCE_STATE_CODES,
+  type InstanceRecord,
+  type NetworkInterfaceRecord,
+  type RouteTableRecord,
+  type SecurityGroupRecord,
+  type SubnetRecord,
+  type VpcRecord,
+} from './records.ts';
+import {
   renderInstance,
   renderInstanceType,
   renderNetworkInterface,
@@ -11,16 +20,7 @@ import {
   renderSubnet,
   renderVpc,
 } from './render.ts';
-import {
-  type Ec2State,
-  INSTANCE_STATE_CODES,
-  type InstanceRecord,
-  type NetworkInterfaceRecord,
-  type RouteTableRecord,
-  type SecurityGroupRecord,
-  type SubnetRecord,
-  type VpcRecord,
-} from './state.ts';
+import type { Ec2State } from './state.ts';
 import type { XmlObject } from './xml.ts';
 
 /**

