@@ -19,7 +19,7 @@ import { tombstonedCidrs, withoutTombstoned } from '../core/cidr-release-plan.ts
 import type { CiliumNode } from '../core/ciliumnode.ts';
 import { isClusterMember, nodeNameFor } from '../core/cluster-membership.ts';
 import { describeDenial, type Ec2Failure, isEc2Failure } from '../core/ec2-failure.ts';
-import { instanceIdOfCiliumNode, knobsFromCiliumNode } from '../core/knobs.ts';
+import { instanceIdOfCiliumNode, knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { InstanceView, NodeKnobs, NodeRecord, RecordedError } from '../core/model.ts';
 import {
   isLeasedByOther,
@@ -384,16 +384,14 @@ async function readSurroundings(
     ec2.describeSubnets(instance.vpcId, instance.availabilityZone),
     deps.preAgentKnobs?.() ?? settings.defaultKnobs,
   ]);
-  const ownerOfCiliumNode = ciliumNode ? instanceIdOfCiliumNode(ciliumNode) : undefined;
-  const foreign = ownerOfCiliumNode !== undefined && ownerOfCiliumNode !== instance.id;
-  if (foreign) {
+  const trusted = trustedCiliumNode(ciliumNode, instance.id);
+  if (ciliumNode && !trusted) {
     log.error('CiliumNode belongs to another instance; using stack defaults for this node', {
       instanceId: instance.id,
       nodeName,
-      ciliumNodeInstanceId: ownerOfCiliumNode,
+      ciliumNodeInstanceId: instanceIdOfCiliumNode(ciliumNode),
     });
   }
-  const trusted = foreign ? undefined : ciliumNode;
   const knobs = knobsFromCiliumNode(trusted, defaultKnobs);
   // Security groups by tag are the one lookup that depends on the knobs (and the rarest).
   const securityGroups =
