@@ -222,23 +222,7 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
         ) ?? DEFAULT_CILIUM_CONFIG.name,
     },
   };
-  if ((config.existingTableName === undefined) !== (config.existingTableStreamArn === undefined)) {
-    problems.push(`${PREFIX}existingTableName and ${PREFIX}existingTableStreamArn: set both or neither`);
-  } else if (
-    config.existingTableStreamArn !== undefined &&
-    !config.existingTableStreamArn.includes(`:table/${config.existingTableName}/stream/`)
-  ) {
-    problems.push(`${PREFIX}existingTableStreamArn: not a stream of table ${config.existingTableName}`);
-  }
-  if ((config.vpcSubnetIds === undefined) !== (config.vpcSecurityGroupIds === undefined)) {
-    problems.push(`${PREFIX}vpcSubnetIds and ${PREFIX}vpcSecurityGroupIds: set both or neither`);
-  }
-  if (isOlderThan(config.ciliumVersion, MINIMUM_CILIUM_VERSION)) {
-    problems.push(
-      `${PREFIX}ciliumVersion: cilium ${config.ciliumVersion} is not supported: cilium-operator skips a CiliumNode ` +
-        `annotated ${'ipam.cilium.io/ignore'} only from ${MINIMUM_CILIUM_VERSION}, so before it both allocators would act on every node; upgrade cilium first`,
-    );
-  }
+  problems.push(...keyCombinationProblems(config));
   if (config.kubernetesAccess !== 'none') {
     const endpoint = text('eksEndpoint', /^https:\/\/[^\s]+$/, 'the https:// endpoint of the EKS API server');
     const authority = text(
@@ -264,6 +248,33 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
     throw new StackConfigError(`invalid stack configuration:\n  ${problems.join('\n  ')}`);
   }
   return config;
+}
+
+/**
+ * What no single key can be checked for: keys that must be set together (the existing table and
+ * its stream, the functions' subnets and security groups), a stream of another table, and a
+ * cilium release older than the hand-over supports. One message per problem, naming the keys.
+ */
+function keyCombinationProblems(config: StackConfig): string[] {
+  const problems: string[] = [];
+  if ((config.existingTableName === undefined) !== (config.existingTableStreamArn === undefined)) {
+    problems.push(`${PREFIX}existingTableName and ${PREFIX}existingTableStreamArn: set both or neither`);
+  } else if (
+    config.existingTableStreamArn !== undefined &&
+    !config.existingTableStreamArn.includes(`:table/${config.existingTableName}/stream/`)
+  ) {
+    problems.push(`${PREFIX}existingTableStreamArn: not a stream of table ${config.existingTableName}`);
+  }
+  if ((config.vpcSubnetIds === undefined) !== (config.vpcSecurityGroupIds === undefined)) {
+    problems.push(`${PREFIX}vpcSubnetIds and ${PREFIX}vpcSecurityGroupIds: set both or neither`);
+  }
+  if (isOlderThan(config.ciliumVersion, MINIMUM_CILIUM_VERSION)) {
+    problems.push(
+      `${PREFIX}ciliumVersion: cilium ${config.ciliumVersion} is not supported: cilium-operator skips a CiliumNode ` +
+        `annotated ${'ipam.cilium.io/ignore'} only from ${MINIMUM_CILIUM_VERSION}, so before it both allocators would act on every node; upgrade cilium first`,
+    );
+  }
+  return problems;
 }
 
 /** The first cilium version whose operator honours `ipam.cilium.io/ignore` (commit fd768ac40d, 1.18.0). */

@@ -183,23 +183,31 @@ const MAP_KEY = /^[\w\-:;./@]+$/;
 /** Values may hold inner spaces, as cilium's key=value pattern allows. */
 const MAP_VALUE = /^[\w\-:;./@](?:[\w\-:;./@ ]*[\w\-:;./@])?$/;
 
+/** A map as cilium/hive decodes one: empty, JSON (an object of strings), or `k=v,k2=v2`. */
 function parseMap(raw: string): Tags | undefined {
   const text = raw.trim();
   if (text === '') return {};
-  if (text.startsWith('{') || text.startsWith('[')) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      return undefined;
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
-    const entries = Object.entries(parsed);
-    return entries.every(([, value]) => typeof value === 'string')
-      ? Object.fromEntries(entries as [string, string][])
-      : undefined;
+  if (text.startsWith('{') || text.startsWith('[')) return parseJsonMap(text);
+  return parseKeyValueMap(text);
+}
+
+/** A JSON object whose values are all strings; anything else (an array, a number value) is no map. */
+function parseJsonMap(text: string): Tags | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
   }
-  // `k=v,k2=v2`; a part without `=` continues the previous value (`types=a,b,zone=x`).
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+  const entries = Object.entries(parsed);
+  return entries.every(([, value]) => typeof value === 'string')
+    ? Object.fromEntries(entries as [string, string][])
+    : undefined;
+}
+
+/** `k=v,k2=v2`; a part without `=` continues the previous value (`types=a,b,zone=x`). */
+function parseKeyValueMap(text: string): Tags | undefined {
   const pairs: [string, string][] = [];
   for (const part of text.split(',')) {
     const equals = part.split('=');

@@ -32,8 +32,13 @@ export interface Violation {
  * - every ENI in `status.eni.enis` has a non-empty `vpc.primary-cidr` and no empty `vpc.cidrs` item.
  */
 export function checkStatusCoversSpec(cn: CiliumNode): Violation[] {
-  const violations: Violation[] = [];
   const enis: Record<string, CiliumEni> = cn.status?.eni?.enis ?? {};
+  return [...poolIpsTheStatusLacks(cn, enis), ...enisWithIncompleteVpc(enis)];
+}
+
+/** Invariant 1's first half: pool IPs assigned to an ENI that `enis` lacks or whose ranges miss them. */
+function poolIpsTheStatusLacks(cn: CiliumNode, enis: Record<string, CiliumEni>): Violation[] {
+  const violations: Violation[] = [];
   for (const [ip, allocation] of Object.entries(cn.spec?.ipam?.pool ?? {})) {
     const eniId = allocation?.resource;
     if (eniId === undefined || !eniId.startsWith('eni-')) continue;
@@ -54,6 +59,12 @@ export function checkStatusCoversSpec(cn: CiliumNode): Violation[] {
       });
     }
   }
+  return violations;
+}
+
+/** What 1.19 agents' `validateENIConfig` rejects: an ENI without `vpc.primary-cidr` or with an empty `vpc.cidrs` item. */
+function enisWithIncompleteVpc(enis: Record<string, CiliumEni>): Violation[] {
+  const violations: Violation[] = [];
   for (const [eniId, eni] of Object.entries(enis)) {
     if (!eni?.vpc?.['primary-cidr']) {
       violations.push({
@@ -107,17 +118,7 @@ const MAC_ADDRESS = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 export function checkEniEntriesComplete(cn: CiliumNode): Violation[] {
   const violations: Violation[] = [];
   for (const [eniId, eni] of Object.entries(cn.status?.eni?.enis ?? {})) {
-    const problems: string[] = [];
-    if (eni?.id !== eniId) problems.push(`id ${JSON.stringify(eni?.id)}`);
-    if (!isIpv4Address(eni?.ip ?? '')) problems.push(`ip ${JSON.stringify(eni?.ip)}`);
-    if (!MAC_ADDRESS.test(eni?.mac ?? '')) problems.push(`mac ${JSON.stringify(eni?.mac)}`);
-    if (!isIpv4Cidr(eni?.subnet?.cidr)) problems.push(`subnet.cidr ${JSON.stringify(eni?.subnet?.cidr)}`);
-    if (!isIpv4Cidr(eni?.vpc?.['primary-cidr'])) problems.push('vpc.primary-cidr');
-    if ((eni?.vpc?.cidrs ?? []).some((cidr) => !isIpv4Cidr(cidr))) problems.push('a vpc.cidrs item');
-    const bad = (eni?.addresses ?? []).filter((address) => !isIpv4Address(address));
-    if (bad.length > 0) problems.push(`addresses ${JSON.stringify(bad)}`);
-    const badIpv6 = (eni?.['ipv6-prefixes'] ?? []).filter((prefix) => !isCanonicalIpv6Cidr(prefix));
-    if (badIpv6.length > 0) problems.push(`ipv6-prefixes ${JSON.stringify(badIpv6)}`);
+    const problems = [...identityProblems(eniId, eni), ...addressingProblems(eni)];
     if (problems.length > 0) {
       violations.push({
         invariant: 'eni-status-complete',
@@ -127,6 +128,28 @@ export function checkEniEntriesComplete(cn: CiliumNode): Violation[] {
     }
   }
   return violations;
+}
+
+/** The fields that name an ENI entry (`id` equal to its key, primary `ip`, `mac`), each one a problem when wrong. */
+function identityProblems(eniId: string, eni: CiliumEni | undefined): string[] {
+  const problems: string[] = [];
+  if (eni?.id !== eniId) problems.push(`id ${JSON.stringify(eni?.id)}`);
+  if (!isIpv4Address(eni?.ip ?? '')) problems.push(`ip ${JSON.stringify(eni?.ip)}`);
+  if (!MAC_ADDRESS.test(eni?.mac ?? '')) problems.push(`mac ${JSON.stringify(eni?.mac)}`);
+  return problems;
+}
+
+/** The ranges and addresses of an ENI entry (subnet, VPC, addresses, /80s), each one a problem when malformed. */
+function addressingProblems(eni: CiliumEni | undefined): string[] {
+  const problems: string[] = [];
+  if (!isIpv4Cidr(eni?.subnet?.cidr)) problems.push(`subnet.cidr ${JSON.stringify(eni?.subnet?.cidr)}`);
+  if (!isIpv4Cidr(eni?.vpc?.['primary-cidr'])) problems.push('vpc.primary-cidr');
+  if ((eni?.vpc?.cidrs ?? []).some((cidr) => !isIpv4Cidr(cidr))) problems.push('a vpc.cidrs item');
+  const bad = (eni?.addresses ?? []).filter((address) => !isIpv4Address(address));
+  if (bad.length > 0) problems.push(`addresses ${JSON.stringify(bad)}`);
+  const badIpv6 = (eni?.['ipv6-prefixes'] ?? []).filter((prefix) => !isCanonicalIpv6Cidr(prefix));
+  if (badIpv6.length > 0) problems.push(`ipv6-prefixes ${JSON.stringify(badIpv6)}`);
+  return problems;
 }
 
 /**

@@ -124,14 +124,34 @@ export async function syncNode(
   deps: SyncDependencies,
   start?: SyncStart,
 ): Promise<SyncNodeSummary> {
-  const maxRounds = deps.maxRounds ?? DEFAULT_MAX_ROUNDS;
   const initial = start?.record ?? (await deps.store.get(instanceId));
   if (initial === undefined) return finish(noRecord(instanceId), deps);
   const settled = settledBeforeReading(instanceId, initial, deps);
   if (settled !== undefined) return settled;
-
   const table = await deps.tableGeneration?.();
-  let nodeName = initial.nodeName;
+  const maxRounds = deps.maxRounds ?? DEFAULT_MAX_ROUNDS;
+  return await syncInRounds({ instanceId, nodeName: initial.nodeName, table, maxRounds }, deps, start);
+}
+
+/**
+ * The plan/write rounds of `syncNode`, at most `sync.maxRounds`: each round plans one step from the
+ * record and the CiliumNode, and either ends the sync (a step that writes nothing) or writes it.
+ * A write's response is the next round's CiliumNode; a write that lost a race makes the next round
+ * read both again. Throws `SyncDidNotConvergeError` when the rounds run out.
+ */
+async function syncInRounds(
+  sync: {
+    readonly instanceId: string;
+    /** The node name of the record the sync started from. */
+    readonly nodeName: string;
+    readonly table: string | undefined;
+    readonly maxRounds: number;
+  },
+  deps: SyncDependencies,
+  start: SyncStart | undefined,
+): Promise<SyncNodeSummary> {
+  const { instanceId, table, maxRounds } = sync;
+  let nodeName = sync.nodeName;
   let ciliumNode: CiliumNode | undefined | typeof UNREAD = start ? start.ciliumNode : UNREAD;
   let writes = 0;
   let conflicts = 0;
@@ -141,8 +161,7 @@ export async function syncNode(
     // successful write the CiliumNode is that write's response, which holds nothing newer than
     // the record it was planned from, so that record is planned from again without a re-read.
     if (ciliumNode === UNREAD || record === undefined) {
-      if (ciliumNode === UNREAD) ciliumNode = await deps.ciliumNodes.get(nodeName);
-      record = await deps.store.get(instanceId);
+      ({ ciliumNode, record } = await readCiliumNodeThenRecord(instanceId, nodeName, ciliumNode, deps));
     }
     const base = { instanceId, writes, conflicts, nodeName };
     if (record === undefined) return finish({ ...base, outcome: 'no-record' }, deps);
@@ -159,24 +178,53 @@ export async function syncNode(
       case 'refuse':
         return syncEnded(step, summary, { record, table, writes }, deps);
       default:
-        try {
-          ciliumNode = await write(nodeName, step, deps.ciliumNodes);
-          writes += 1;
-          deps.log.debug('CiliumNode written', { ...summary, step: step.kind });
-        } catch (error) {
-          if (!(error instanceof ResourceVersionConflictError || error instanceof CiliumNodeNotFoundError))
-            throw error;
-          conflicts += 1;
-          ciliumNode = UNREAD;
-          deps.log.debug('CiliumNode write lost a race; re-reading', {
-            ...summary,
-            step: step.kind,
-            error: error.message,
-          });
-        }
+        ciliumNode = await writeUnlessRaceLost(nodeName, step, summary, deps);
+        if (ciliumNode === UNREAD) conflicts += 1;
+        else writes += 1;
     }
   }
   throw new SyncDidNotConvergeError(instanceId, maxRounds, writes, conflicts);
+}
+
+/**
+ * One round's reads, in the order the module comment requires: the CiliumNode first (only when
+ * `ciliumNode` is `UNREAD`; otherwise it is a write's response and kept), then the record.
+ */
+async function readCiliumNodeThenRecord(
+  instanceId: string,
+  nodeName: string,
+  ciliumNode: CiliumNode | undefined | typeof UNREAD,
+  deps: SyncDependencies,
+): Promise<{ ciliumNode: CiliumNode | undefined; record: NodeRecord | undefined }> {
+  const current = ciliumNode === UNREAD ? await deps.ciliumNodes.get(nodeName) : ciliumNode;
+  return { ciliumNode: current, record: await deps.store.get(instanceId) };
+}
+
+/**
+ * Writes `step` and returns the CiliumNode the API server stored, or `UNREAD` when the write lost
+ * a race (the resourceVersion changed, or the object was created or deleted meanwhile), so the
+ * next round reads again and re-plans. Every other error is rethrown for the platform to retry.
+ */
+async function writeUnlessRaceLost(
+  nodeName: string,
+  step: SyncWriteStep,
+  summary: Omit<SyncNodeSummary, 'outcome'>,
+  deps: SyncDependencies,
+): Promise<CiliumNode | typeof UNREAD> {
+  try {
+    const stored = await write(nodeName, step, deps.ciliumNodes);
+    deps.log.debug('CiliumNode written', { ...summary, step: step.kind });
+    return stored;
+  } catch (error) {
+    if (!(error instanceof ResourceVersionConflictError || error instanceof CiliumNodeNotFoundError))
+      throw error;
+    deps.log.debug('CiliumNode write lost a race; re-reading', {
+      ...summary,
+      step: step.kind,
+      error: error.message,
+    });
+    return UNREAD;
+  }
 }
 
 /** A sync with nothing to read: a retired record, or a paused deployment; else undefined. */
