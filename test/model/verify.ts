@@ -375,116 +375,161 @@ function figures(pan: PanResult): string {
   return `${pan.states.toLocaleString('en-US')} states, ${pan.transitions.toLocaleString('en-US')} transitions, ${pan.memoryMb.toFixed(0)} MB, ${pan.seconds.toFixed(1)} s`;
 }
 
-async function main(): Promise<void> {
+/** The command line: `--only NAME` selects the configurations and mutations, `--keep` keeps the work directory. */
+function parseFlags(): { only?: string; keep: boolean } {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     options: { only: { type: 'string' }, keep: { type: 'boolean', default: false } },
   });
+  return { ...(values.only === undefined ? {} : { only: values.only }), keep: values.keep };
+}
+
+function jobOf(
+  name: string,
+  defines: readonly string[],
+  liveness: boolean,
+  panFlags: readonly string[],
+): Job {
+  return { name, defines: liveness ? ['LIVENESS', ...defines] : defines, liveness, panFlags };
+}
+
+/** The selected configurations and mutations, each with the checker run it takes. */
+function selectJobs(only: string | undefined) {
   const selected = <T extends { name: string }>(items: readonly T[], prefix = '') =>
-    items.filter((item) => values.only === undefined || `${prefix}${item.name}`.includes(values.only));
+    items.filter((item) => only === undefined || `${prefix}${item.name}`.includes(only));
+  const configurations = selected(CONFIGURATIONS).map((configuration) => ({
+    configuration,
+    job: jobOf(configuration.name, configuration.defines, configuration.liveness === true, []),
+  }));
+  const mutations = selected(MUTATIONS, 'mutation-').map((mutation) => ({
+    mutation,
+    // -i: keep searching for shorter counterexamples, so the printed one is short
+    job: jobOf(`mutation-${mutation.name}`, mutation.defines, mutation.liveness === true, ['-i']),
+  }));
+  return { configurations, mutations };
+}
+
+/**
+ * Compiles the verifiers one at a time, in the jobs' order, starting now; `searched` awaits a
+ * job's verifier and runs its search. The searches are run one at a time by the caller: on two
+ * cores the next one's compilation overlaps the current search. `builds` settles once every
+ * compilation ended (whether it failed or not).
+ */
+function buildInOrder(workDir: string, jobs: readonly Job[]) {
+  let builds: Promise<unknown> = Promise.resolve();
+  const built = new Map<string, Promise<string>>();
+  for (const next of jobs) {
+    const dir = builds.then(() => build(workDir, next));
+    builds = dir.catch(() => undefined);
+    built.set(next.name, dir);
+  }
+  const searched = async (job: Job) => {
+    const dir = await (built.get(job.name) as Promise<string>);
+    return { dir, pan: await search(dir, job) };
+  };
+  return { searched, builds };
+}
+
+/** Prints one configuration's result; returns its failure, if it has one. */
+function reportConfiguration(
+  configuration: Configuration,
+  { liveness, defines }: Job,
+  pan: PanResult,
+  dir: string,
+): string | undefined {
+  console.log(`\n${configuration.name}: ${configuration.description}`);
+  console.log(
+    `  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f: acceptance cycles, weak fairness)' : ''}`,
+  );
+  console.log(`  ${figures(pan)}`);
+  if (pan.incomplete !== undefined || Number.isNaN(pan.states)) {
+    console.log(`  INCOMPLETE: ${pan.incomplete ?? pan.output}`);
+    return `${configuration.name}: search incomplete (${pan.incomplete ?? 'no summary from pan'})`;
+  }
+  if (pan.errors === 0) {
+    for (const property of configuration.properties)
+      console.log(`  holds     ${property}: ${PROPERTIES[property]}`);
+    if (!liveness) console.log('  holds     no deadlock: no reachable state where every actor is stuck');
+    return undefined;
+  }
+  const { trace, violated } = counterexample(dir, defines, pan);
+  for (const property of configuration.properties)
+    console.log(`  ${property === violated ? 'VIOLATED' : 'unknown '}  ${property}: ${PROPERTIES[property]}`);
+  console.log('  counterexample:');
+  for (const line of trace) console.log(`    ${line}`);
+  return `${configuration.name}: ${violated ?? 'an invalid end state'} violated`;
+}
+
+/** Prints one mutation's result; returns its failure (not rejected, or by another property), if any. */
+function reportMutation(
+  mutation: Mutation,
+  { liveness, defines }: Job,
+  pan: PanResult,
+  dir: string,
+): string | undefined {
+  console.log(`\nmutation ${mutation.name}: ${mutation.description}`);
+  console.log(`  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f)' : ''}`);
+  console.log(`  ${figures(pan)}`);
+  if (pan.errors === 0 || Number.isNaN(pan.errors)) {
+    console.log(
+      `  NOT REJECTED${pan.incomplete ? ` (${pan.incomplete})` : ''}: the checker found no counterexample`,
+    );
+    return `mutation ${mutation.name} was NOT rejected`;
+  }
+  const { trace, violated } = counterexample(dir, defines, pan);
+  console.log(
+    `  rejected: ${violated ?? 'no property named'} (${violated ? PROPERTIES[violated as Property] : ''})`,
+  );
+  console.log('  counterexample (IP sets as bits: 1 = ip0, 2 = ip1, 3 = both; v = record version):');
+  for (const line of trace) console.log(`    ${line}`);
+  return violated === mutation.expect
+    ? undefined
+    : `mutation ${mutation.name}: expected ${mutation.expect} to fail, got ${violated ?? 'no property'}`;
+}
+
+/** Runs every selected job, configurations first; returns the failures, in order. */
+async function checkAll(
+  workDir: string,
+  { configurations, mutations }: ReturnType<typeof selectJobs>,
+): Promise<string[]> {
+  const failures: string[] = [];
+  const { searched, builds } = buildInOrder(workDir, [
+    ...configurations.map(({ job }) => job),
+    ...mutations.map(({ job }) => job),
+  ]);
+  try {
+    for (const { configuration, job } of configurations) {
+      const { pan, dir } = await searched(job);
+      const failure = reportConfiguration(configuration, job, pan, dir);
+      if (failure !== undefined) failures.push(failure);
+    }
+    for (const { mutation, job } of mutations) {
+      const { pan, dir } = await searched(job);
+      const failure = reportMutation(mutation, job, pan, dir);
+      if (failure !== undefined) failures.push(failure);
+    }
+  } finally {
+    await builds;
+  }
+  return failures;
+}
+
+async function main(): Promise<void> {
+  const flags = parseFlags();
   const spinVersion = requireTool('spin', ['-V'], 'install the Debian package spin');
   requireTool('cc', ['--version'], 'install a C compiler, e.g. the Debian package gcc');
 
   const workDir = mkdtempSync(join(tmpdir(), 'ipam-model-'));
-  const failures: string[] = [];
   const started = Date.now();
   console.log(`model check of test/model/ipam.pml with ${spinVersion}`);
   console.log(
     'exhaustive search: depth-first, partial-order reduction, -DCOLLAPSE (no bitstate, no hash compaction)',
   );
-  const job = (
-    name: string,
-    defines: readonly string[],
-    liveness: boolean,
-    panFlags: readonly string[],
-  ): Job => ({
-    name,
-    defines: liveness ? ['LIVENESS', ...defines] : defines,
-    liveness,
-    panFlags,
-  });
-  const configurations = selected(CONFIGURATIONS).map((configuration) => ({
-    configuration,
-    job: job(configuration.name, configuration.defines, configuration.liveness === true, []),
-  }));
-  const mutations = selected(MUTATIONS, 'mutation-').map((mutation) => ({
-    mutation,
-    // -i: keep searching for shorter counterexamples, so the printed one is short
-    job: job(`mutation-${mutation.name}`, mutation.defines, mutation.liveness === true, ['-i']),
-  }));
-  // The verifiers are compiled one at a time, in order, while the searches run one at a time: on
-  // two cores the next one's compilation overlaps the current search.
-  let builds: Promise<unknown> = Promise.resolve();
-  const built = new Map<string, Promise<string>>();
-  for (const { job: next } of [...configurations, ...mutations]) {
-    const dir = builds.then(() => build(workDir, next));
-    builds = dir.catch(() => undefined);
-    built.set(next.name, dir);
-  }
-  const prepared = async (next: Job) => {
-    const dir = await (built.get(next.name) as Promise<string>);
-    return { dir, pan: await search(dir, next) };
-  };
+  let failures: string[];
   try {
-    for (const { configuration, job: current } of configurations) {
-      const { liveness, defines } = current;
-      const { pan, dir } = await prepared(current);
-      console.log(`\n${configuration.name}: ${configuration.description}`);
-      console.log(
-        `  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f: acceptance cycles, weak fairness)' : ''}`,
-      );
-      console.log(`  ${figures(pan)}`);
-      if (pan.incomplete !== undefined || Number.isNaN(pan.states)) {
-        failures.push(
-          `${configuration.name}: search incomplete (${pan.incomplete ?? 'no summary from pan'})`,
-        );
-        console.log(`  INCOMPLETE: ${pan.incomplete ?? pan.output}`);
-        continue;
-      }
-      if (pan.errors === 0) {
-        for (const property of configuration.properties)
-          console.log(`  holds     ${property}: ${PROPERTIES[property]}`);
-        if (!liveness) console.log('  holds     no deadlock: no reachable state where every actor is stuck');
-      } else {
-        const { trace, violated } = counterexample(dir, defines, pan);
-        failures.push(`${configuration.name}: ${violated ?? 'an invalid end state'} violated`);
-        for (const property of configuration.properties)
-          console.log(
-            `  ${property === violated ? 'VIOLATED' : 'unknown '}  ${property}: ${PROPERTIES[property]}`,
-          );
-        console.log('  counterexample:');
-        for (const line of trace) console.log(`    ${line}`);
-      }
-    }
-
-    for (const { mutation, job: current } of mutations) {
-      const { liveness, defines } = current;
-      const { pan, dir } = await prepared(current);
-      console.log(`\nmutation ${mutation.name}: ${mutation.description}`);
-      console.log(`  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f)' : ''}`);
-      console.log(`  ${figures(pan)}`);
-      if (pan.errors === 0 || Number.isNaN(pan.errors)) {
-        failures.push(`mutation ${mutation.name} was NOT rejected`);
-        console.log(
-          `  NOT REJECTED${pan.incomplete ? ` (${pan.incomplete})` : ''}: the checker found no counterexample`,
-        );
-        continue;
-      }
-      const { trace, violated } = counterexample(dir, defines, pan);
-      if (violated !== mutation.expect) {
-        failures.push(
-          `mutation ${mutation.name}: expected ${mutation.expect} to fail, got ${violated ?? 'no property'}`,
-        );
-      }
-      console.log(
-        `  rejected: ${violated ?? 'no property named'} (${violated ? PROPERTIES[violated as Property] : ''})`,
-      );
-      console.log('  counterexample (IP sets as bits: 1 = ip0, 2 = ip1, 3 = both; v = record version):');
-      for (const line of trace) console.log(`    ${line}`);
-    }
+    failures = await checkAll(workDir, selectJobs(flags.only));
   } finally {
-    await builds;
-    if (values.keep) console.log(`\nwork directory kept: ${workDir}`);
+    if (flags.keep) console.log(`\nwork directory kept: ${workDir}`);
     else rmSync(workDir, { recursive: true, force: true });
   }
 

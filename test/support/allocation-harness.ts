@@ -29,6 +29,15 @@ export const CLUSTER_NAME = 'scenario-cluster';
 /** The allocator's access key in the EC2 emulator (its identity: the stack's Allocate role). */
 export const ACCESS_KEY_ID = 'AKIAALLOCATEHARNESS0';
 
+/** Where and how `launch` starts an instance. */
+interface LaunchOptions {
+  tags?: Record<string, string>;
+  subnetId?: string;
+  securityGroupIds?: string[];
+  /** eth0's tags (a launch template's); default none, as EC2 creates it. */
+  primaryNetworkInterfaceTags?: Record<string, string>;
+}
+
 /**
  * Everything the allocation talks to, for real: DynamoDB Local (a fresh node table), the EC2
  * emulator (seeded cluster, manual clock) reached by the real EC2Client, and the Kubernetes
@@ -51,16 +60,7 @@ export interface AllocationHarness {
   lifecycle(): LifecycleDependencies;
   sweepDependencies(): SweepDependencies;
   /** A running cluster member in node subnet A. */
-  launch(
-    instanceType: string,
-    options?: {
-      tags?: Record<string, string>;
-      subnetId?: string;
-      securityGroupIds?: string[];
-      /** eth0's tags (a launch template's); default none, as EC2 creates it. */
-      primaryNetworkInterfaceTags?: Record<string, string>;
-    },
-  ): InstanceRecord;
+  launch(instanceType: string, options?: LaunchOptions): InstanceRecord;
   /** What an agent writes when it starts: its CiliumNode, named after the PrivateDnsName. */
   createCiliumNode(instance: InstanceRecord, spec?: Record<string, unknown>): Promise<CiliumNode>;
   /** ENIs attached to the instance beyond eth0, sorted by device index. */
@@ -68,77 +68,33 @@ export interface AllocationHarness {
   close(): Promise<void>;
 }
 
+interface AllocationHarnessOptions {
+  ec2?: Ec2EmulatorOptions;
+  settings?: Partial<AllocationSettings>;
+  retry?: Partial<Ec2RetryOptions>;
+  /** CDK context the stack's policies are synthesized with (e.g. `eni-ipam:vpcOwnerAccountId`). */
+  stackContext?: Record<string, unknown>;
+  /** Let `close` pass although IAM denied calls (default false: a denied call fails the test). */
+  allowDeniedCalls?: boolean;
+  /** A dual-stack VPC: an IPv6 /64 on every node and pod subnet (`seedCluster({ dualStack })`). */
+  dualStack?: boolean;
+  /**
+   * The CiliumNode CRD generations the cluster runs, the first one pruning (default: all four,
+   * v1.19-dev first). A cluster of 1.20 agents with IPv6 runs `CRD_OF_MULTI_POOL_CLUSTERS`.
+   */
+  crdSchemas?: readonly SchemaVersion[];
+}
+
 export async function startAllocationHarness(
-  options: {
-    ec2?: Ec2EmulatorOptions;
-    settings?: Partial<AllocationSettings>;
-    retry?: Partial<Ec2RetryOptions>;
-    /** CDK context the stack's policies are synthesized with (e.g. `eni-ipam:vpcOwnerAccountId`). */
-    stackContext?: Record<string, unknown>;
-    /** Let `close` pass although IAM denied calls (default false: a denied call fails the test). */
-    allowDeniedCalls?: boolean;
-    /** A dual-stack VPC: an IPv6 /64 on every node and pod subnet (`seedCluster({ dualStack })`). */
-    dualStack?: boolean;
-    /**
-     * The CiliumNode CRD generations the cluster runs, the first one pruning (default: all four,
-     * v1.19-dev first). A cluster of 1.20 agents with IPv6 runs `CRD_OF_MULTI_POOL_CLUSTERS`.
-     */
-    crdSchemas?: readonly SchemaVersion[];
-  } = {},
+  options: AllocationHarnessOptions = {},
 ): Promise<AllocationHarness> {
   const clock = createManualClock();
-  const ec2 = await startEc2Emulator({ clock: clock.now, ...options.ec2, identities: {} });
-  const seed = ec2.state.seedCluster({
-    clusterName: CLUSTER_NAME,
-    ...(options.dualStack ? { dualStack: true } : {}),
-  });
-  // The allocator runs as the allocate function's role, with the stack's policies for this cluster.
-  const identity = (
-    await stackFunctionIdentities({
-      clusterName: CLUSTER_NAME,
-      vpcId: seed.vpc.vpcId,
-      region: ec2.state.region,
-      ...(options.stackContext ? { context: options.stackContext } : {}),
-    })
-  ).Allocate;
-  ec2.setIdentity(ACCESS_KEY_ID, identity);
-  process.env.AWS_ENDPOINT_URL_EC2 = ec2.url;
-  process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
-  const ec2Client = createEc2Client({
-    retry: { maxAttempts: 8, baseDelayMs: 1, maxDelayMs: 20, ...options.retry },
-  });
-  const k8s = await startK8sEmulator(options.crdSchemas ? { schemas: options.crdSchemas } : {});
-  const kubeConfig = buildKubeConfig(
-    { kind: 'kubeconfig', path: k8s.writeKubeconfig() },
-    { credentials: async () => ({ accessKeyId: 'unused', secretAccessKey: 'unused' }) },
-  );
-  const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' });
+  const { ec2, seed, identity, ec2Client } = await startEc2AsAllocateRole(options, clock);
+  const { k8s, ciliumNodes } = await startKubernetes(options);
   const table = await createTestNodeTable();
-  const settings: AllocationSettings = {
-    clusterName: CLUSTER_NAME,
-    clusterTagValues: ['owned', 'shared'],
-    nodeNaming: 'private-dns-name',
-    defaultKnobs: { ...defaultKnobs, preAllocate: 8 },
-    prefixDelegationEnabled: false,
-    eniTags: {},
-    leaseDurationMs: 180_000,
-    consistencyGraceMs: 60_000,
-    maxRoundsPerInvocation: 32,
-    maxAttachAttempts: 5,
-    ...options.settings,
-  };
+  const settings = allocationSettings(options);
   const logs: AllocationHarness['logs'] = [];
-  const record =
-    (level: string): Log['info'] =>
-    (message, fields) => {
-      logs.push({ level, message, ...(fields ? { fields } : {}) });
-    };
-  const log: Log = {
-    debug: record('debug'),
-    info: record('info'),
-    warn: record('warn'),
-    error: record('error'),
-  };
+  const log = recordingLog(logs);
   const sleep: Sleep = async (delayMs) => clock.advance(delayMs);
   const ec2Port = withInstanceLimitsCatalog(
     createEc2NetworkAdapter({ client: ec2Client, clusterName: CLUSTER_NAME, notFoundRetry: { sleep } }),
@@ -174,16 +130,7 @@ export async function startAllocationHarness(
       retiredRecordRetentionDays: 30,
     }),
     sweepDependencies: () => ({ ...harness.dependencies(), lifecycle: harness.lifecycle(), concurrency: 4 }),
-    launch: (instanceType, launchOptions = {}) =>
-      ec2.state.launchInstance({
-        instanceType,
-        subnetId: launchOptions.subnetId ?? seed.subnets.nodesA.subnetId,
-        securityGroupIds: launchOptions.securityGroupIds ?? [seed.securityGroups.nodes.groupId],
-        tags: { [`kubernetes.io/cluster/${CLUSTER_NAME}`]: 'owned', ...launchOptions.tags },
-        ...(launchOptions.primaryNetworkInterfaceTags
-          ? { primaryNetworkInterfaceTags: launchOptions.primaryNetworkInterfaceTags }
-          : {}),
-      }),
+    launch: (instanceType, launchOptions = {}) => launchClusterMember(ec2, seed, instanceType, launchOptions),
     createCiliumNode: (instance, spec = {}) =>
       ciliumNodes.create({
         apiVersion: 'cilium.io/v2',
@@ -209,4 +156,88 @@ export async function startAllocationHarness(
     },
   };
   return harness;
+}
+
+/**
+ * The EC2 emulator on the manual clock, with a seeded cluster, and the real EC2Client signing as
+ * the allocate function's role: the stack's policies for this cluster. Points this process's
+ * AWS_ENDPOINT_URL_EC2 and AWS_ACCESS_KEY_ID at it, for the clients the code under test builds.
+ */
+async function startEc2AsAllocateRole(options: AllocationHarnessOptions, clock: ManualClock) {
+  const ec2 = await startEc2Emulator({ clock: clock.now, ...options.ec2, identities: {} });
+  const seed = ec2.state.seedCluster({
+    clusterName: CLUSTER_NAME,
+    ...(options.dualStack ? { dualStack: true } : {}),
+  });
+  const identity = (
+    await stackFunctionIdentities({
+      clusterName: CLUSTER_NAME,
+      vpcId: seed.vpc.vpcId,
+      region: ec2.state.region,
+      ...(options.stackContext ? { context: options.stackContext } : {}),
+    })
+  ).Allocate;
+  ec2.setIdentity(ACCESS_KEY_ID, identity);
+  process.env.AWS_ENDPOINT_URL_EC2 = ec2.url;
+  process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
+  const ec2Client = createEc2Client({
+    retry: { maxAttempts: 8, baseDelayMs: 1, maxDelayMs: 20, ...options.retry },
+  });
+  return { ec2, seed, identity, ec2Client };
+}
+
+/** The Kubernetes emulator with the requested CRD generations, and the real CiliumNode client on it. */
+async function startKubernetes(options: AllocationHarnessOptions) {
+  const k8s = await startK8sEmulator(options.crdSchemas ? { schemas: options.crdSchemas } : {});
+  const kubeConfig = buildKubeConfig(
+    { kind: 'kubeconfig', path: k8s.writeKubeconfig() },
+    { credentials: async () => ({ accessKeyId: 'unused', secretAccessKey: 'unused' }) },
+  );
+  const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' });
+  return { k8s, ciliumNodes };
+}
+
+/** The deployment's allocation settings for the scenario cluster (pre-allocate 8), with `options.settings` on top. */
+function allocationSettings(options: AllocationHarnessOptions): AllocationSettings {
+  return {
+    clusterName: CLUSTER_NAME,
+    clusterTagValues: ['owned', 'shared'],
+    nodeNaming: 'private-dns-name',
+    defaultKnobs: { ...defaultKnobs, preAllocate: 8 },
+    prefixDelegationEnabled: false,
+    eniTags: {},
+    leaseDurationMs: 180_000,
+    consistencyGraceMs: 60_000,
+    maxRoundsPerInvocation: 32,
+    maxAttachAttempts: 5,
+    ...options.settings,
+  };
+}
+
+/** A log that appends every line to `logs`, with its level. */
+function recordingLog(logs: AllocationHarness['logs']): Log {
+  const record =
+    (level: string): Log['info'] =>
+    (message, fields) => {
+      logs.push({ level, message, ...(fields ? { fields } : {}) });
+    };
+  return { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') };
+}
+
+/** A running instance tagged as a member of the scenario cluster; by default in node subnet A. */
+function launchClusterMember(
+  ec2: Ec2Emulator,
+  seed: ClusterSeed,
+  instanceType: string,
+  launchOptions: LaunchOptions,
+): InstanceRecord {
+  return ec2.state.launchInstance({
+    instanceType,
+    subnetId: launchOptions.subnetId ?? seed.subnets.nodesA.subnetId,
+    securityGroupIds: launchOptions.securityGroupIds ?? [seed.securityGroups.nodes.groupId],
+    tags: { [`kubernetes.io/cluster/${CLUSTER_NAME}`]: 'owned', ...launchOptions.tags },
+    ...(launchOptions.primaryNetworkInterfaceTags
+      ? { primaryNetworkInterfaceTags: launchOptions.primaryNetworkInterfaceTags }
+      : {}),
+  });
 }
