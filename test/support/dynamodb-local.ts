@@ -76,9 +76,15 @@ async function findFreeLoopbackPort(): Promise<number> {
 }
 
 /** Polls a ListTables call until the engine answers (any HTTP answer means it is up). */
+/**
+ * Asks until DynamoDB Local answers. The attempt that decides a failure starts after the deadline:
+ * a caller that blocks the thread meanwhile (synthesizing a stack takes seconds) must not turn a
+ * started server into a timeout without one more try.
+ */
 async function waitUntilAnswering(endpoint: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
+  for (;;) {
+    const expired = Date.now() >= deadline;
     if (child.exitCode !== null) throw new Error(`java exited with code ${child.exitCode}`);
     try {
       const response = await fetch(endpoint, {
@@ -94,10 +100,10 @@ async function waitUntilAnswering(endpoint: string, child: ChildProcess, timeout
       await response.arrayBuffer();
       return;
     } catch {
+      if (expired) throw new Error(`no answer on ${endpoint} within ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }
-  throw new Error(`no answer on ${endpoint} within ${timeoutMs} ms`);
 }
 
 async function stopChild(child: ChildProcess): Promise<void> {
