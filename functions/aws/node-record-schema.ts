@@ -1,5 +1,12 @@
 import * as z from 'zod/mini';
-import { pathText, preview } from '../core/input-schema.ts';
+import {
+  type FieldFound,
+  fieldAt,
+  GENERIC_MESSAGE,
+  pathText,
+  preview,
+  type SchemaIssue,
+} from '../core/input-schema.ts';
 import type { NodeRecord } from '../core/model.ts';
 
 /**
@@ -146,18 +153,6 @@ type Assert<Holds extends true> = Holds;
 /** How many of the problems after the first are named by their path, to fix a hand edit in one go. */
 const FURTHER_PATHS_NAMED = 3;
 
-/** What zod reports of one problem (`$ZodIssue`): the fields read here. */
-interface Issue {
-  readonly code: string;
-  readonly path: readonly PropertyKey[];
-  readonly message: string;
-  readonly expected?: string;
-  readonly values?: readonly unknown[];
-}
-
-/** zod/mini's text when a check gives none (it ships no locale, to stay small). */
-const GENERIC_MESSAGE = 'Invalid input';
-
 export type DecodedNodeRecord =
   | { readonly ok: true; readonly record: NodeRecord }
   | { readonly ok: false; readonly field: string; readonly problem: string };
@@ -170,17 +165,17 @@ export type DecodedNodeRecord =
 export function decodeNodeRecord(attributes: Record<string, unknown>): DecodedNodeRecord {
   const result = z.safeParse(nodeRecordSchema, attributes);
   if (result.success) return { ok: true, record: result.data };
-  const [first, ...further] = result.error.issues as readonly Issue[];
+  const [first, ...further] = result.error.issues as readonly SchemaIssue[];
   if (first === undefined) return { ok: false, field: 'the item', problem: 'is no node record' };
   return {
     ok: false,
     field: pathText(first.path),
-    problem: `${problemOf(first, valueAt(attributes, first.path))}${furtherText(further)}`,
+    problem: `${problemOf(first, fieldAt(attributes, first.path))}${furtherText(further)}`,
   };
 }
 
 /** `has the wrong type: expected array, found "garbage"`, `is missing (expected string)`. */
-function problemOf(issue: Issue, found: Found): string {
+function problemOf(issue: SchemaIssue, found: FieldFound): string {
   const foundText = found.present ? preview(found.value) : 'nothing';
   if (issue.message !== GENERIC_MESSAGE) return `${issue.message}, found ${foundText}`;
   const expected = expectedOf(issue);
@@ -191,7 +186,7 @@ function problemOf(issue: Issue, found: Found): string {
 }
 
 /** What the schema wanted where the problem is: a type (`array`) or the values allowed (`"crd" or "multi-pool"`). */
-function expectedOf(issue: Issue): string | undefined {
+function expectedOf(issue: SchemaIssue): string | undefined {
   switch (issue.code) {
     case 'invalid_type':
       return issue.expected;
@@ -202,21 +197,9 @@ function expectedOf(issue: Issue): string | undefined {
   }
 }
 
-function furtherText(further: readonly Issue[]): string {
+function furtherText(further: readonly SchemaIssue[]): string {
   if (further.length === 0) return '';
   const named = further.slice(0, FURTHER_PATHS_NAMED).map((issue) => pathText(issue.path));
   const rest = further.length > named.length ? ', …' : '';
   return ` (and ${further.length} more: ${named.join(', ')}${rest})`;
-}
-
-type Found = { readonly present: true; readonly value: unknown } | { readonly present: false };
-
-/** The value at `path`, through own properties only: an absent field is told apart from one set to a value. */
-function valueAt(attributes: unknown, path: readonly PropertyKey[]): Found {
-  let value = attributes;
-  for (const key of path) {
-    if (typeof value !== 'object' || value === null || !Object.hasOwn(value, key)) return { present: false };
-    value = (value as Record<PropertyKey, unknown>)[key];
-  }
-  return { present: true, value };
 }

@@ -29,8 +29,8 @@ export function decodeWith<T>(schema: z.ZodMiniType<T>, payload: unknown): Decod
   return { ok: false, reason: reasonOf(result.error.issues, payload) };
 }
 
-/** What zod reports of one problem (`$ZodIssue`): the fields this module reads. */
-interface Issue {
+/** What zod reports of one problem (`$ZodIssue`): the fields its readers use. */
+export interface SchemaIssue {
   readonly code: string;
   readonly path: readonly PropertyKey[];
   readonly message: string;
@@ -42,9 +42,9 @@ interface Issue {
 }
 
 /** zod/mini's text when a schema gives none (it ships no locale, to stay small). */
-const GENERIC_MESSAGE = 'Invalid input';
+export const GENERIC_MESSAGE = 'Invalid input';
 
-function reasonOf(issues: readonly Issue[], payload: unknown): string {
+function reasonOf(issues: readonly SchemaIssue[], payload: unknown): string {
   const named = issues
     .slice(0, MAX_ISSUES_NAMED)
     .map(
@@ -55,7 +55,7 @@ function reasonOf(issues: readonly Issue[], payload: unknown): string {
 }
 
 /** The schema's own message, or one written from the issue's kind. */
-function messageOf(issue: Issue): string {
+function messageOf(issue: SchemaIssue): string {
   if (issue.message !== GENERIC_MESSAGE) return issue.message;
   switch (issue.code) {
     case 'invalid_type':
@@ -83,14 +83,24 @@ export function pathText(path: readonly PropertyKey[]): string {
     .join('');
 }
 
-/** The value at `path`, read through own properties only (a hostile payload's prototype is never followed). */
-function valueAt(payload: unknown, path: readonly PropertyKey[]): unknown {
+export type FieldFound = { readonly present: true; readonly value: unknown } | { readonly present: false };
+
+/**
+ * The field at `path`, read through own properties only (a hostile payload's prototype is never
+ * followed): an absent field is told apart from one set to a value.
+ */
+export function fieldAt(payload: unknown, path: readonly PropertyKey[]): FieldFound {
   let value = payload;
   for (const key of path) {
-    if (typeof value !== 'object' || value === null || !Object.hasOwn(value, key)) return undefined;
+    if (typeof value !== 'object' || value === null || !Object.hasOwn(value, key)) return { present: false };
     value = (value as Record<PropertyKey, unknown>)[key];
   }
-  return value;
+  return { present: true, value };
+}
+
+function valueAt(payload: unknown, path: readonly PropertyKey[]): unknown {
+  const found = fieldAt(payload, path);
+  return found.present ? found.value : undefined;
 }
 
 /** A short, safe rendering for a reason: JSON when it can be written (cycles and depth can stop it), cut at 80 characters. */
