@@ -87,3 +87,8 @@ export class NewerRecordSchemaError extends Error {
     );
   }
 }
+
+/** The message of a thrown value, whatever was thrown (log fields and recorded errors). */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -19,6 +19,7 @@ import { tombstonedCidrs, withoutTombstoned } from '../core/cidr-release-plan.ts
 import type { CiliumNode } from '../core/ciliumnode.ts';
 import { isClusterMember, nodeNameFor } from '../core/cluster-membership.ts';
 import { describeDenial, type Ec2Failure, isEc2Failure } from '../core/ec2-failure.ts';
+import { errorMessage } from '../core/errors.ts';
 import { instanceIdOfCiliumNode, knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { InstanceView, NodeKnobs, NodeRecord, RecordedError } from '../core/model.ts';
 import {
@@ -155,12 +156,7 @@ async function allocateOnce(
   const run = await runRounds(observation, deps);
   // Nothing was mutated: write only when the observation differs from the record (a new node,
   // drift, changed knobs, a new or cleared error), so a no-op invocation wakes no sync.
-  const content = allocationContent(observation, run.state);
-  const written =
-    run.written ??
-    (recordWouldChange(observation.record, content)
-      ? await writeNextVersion(observation.record, content, deps)
-      : undefined);
+  const written = run.written ?? (await writeIfChanged(observation, run.state, deps));
   if (written !== undefined) await publish(written, observation.ciliumNode, deps);
   const demand = poolDemandOf(observation, run.state);
   const protocolTransition = protocolTransitionOf(observation);
@@ -174,6 +170,17 @@ async function allocateOnce(
     ...(protocolTransition ? { protocolTransition } : {}),
     ...(run.deniedAction === undefined ? {} : { deniedAction: run.deniedAction }),
   };
+}
+
+/** Writes the observation when it differs from the record; the version written, if any. */
+async function writeIfChanged(
+  observation: AllocationObservation,
+  state: AllocationState,
+  deps: AllocationDependencies,
+): Promise<NodeRecord | undefined> {
+  const content = allocationContent(observation, state);
+  if (!recordWouldChange(observation.record, content)) return undefined;
+  return writeNextVersion(observation.record, content, deps);
 }
 
 interface RoundsRun {
@@ -430,8 +437,4 @@ function errorCode(error: unknown): string {
   if (error && typeof error === 'object' && 'code' in error && typeof error.code === 'string')
     return error.code;
   return error instanceof Error ? error.name : 'Error';
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -10,6 +10,7 @@ import { eniClientToken } from '../core/client-token.ts';
 import { nextFreeIndexAfter } from '../core/device-index.ts';
 import { isEc2Failure } from '../core/ec2-failure.ts';
 import { ENI_TAG_KEYS, tagsForNewEni } from '../core/eni-ownership.ts';
+import { errorMessage } from '../core/errors.ts';
 import type { EniState } from '../core/model.ts';
 import type { DetachedEni, Ec2NetworkPort, Log } from '../core/ports.ts';
 
@@ -396,8 +397,4 @@ function createRefusal(
   }
   if (plan.ipv6PrefixCount === undefined || !isEc2Failure(error, 'ipv6-refused')) throw error;
   return ipv6Refusal(where.subnetId, error, deps);
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

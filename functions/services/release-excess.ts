@@ -1,4 +1,5 @@
 import { isClusterMember } from '../core/cluster-membership.ts';
+import { errorMessage } from '../core/errors.ts';
 import { expandCidr } from '../core/ip-math.ts';
 import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { EniState, ExcessMark, InstanceView, NodeRecord } from '../core/model.ts';
@@ -202,8 +203,4 @@ function ignored(
 ): ReleaseOutcome {
   deps.log.info('not releasing', { reason, detail });
   return { kind: 'ignored', reason, detail };
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
