@@ -227,8 +227,6 @@ export type AllocationPlan =
       readonly securityGroupIds: readonly string[];
       /** `Cilium-CNI (<instance-id>)`, as cilium names its ENIs. */
       readonly description: string;
-      /** Whether to set DeleteOnTermination on the attachment (`spec.eni.delete-on-termination`). */
-      readonly deleteOnTermination: boolean;
       readonly neededIps: number;
     } & AddressRequest &
       PrefixFallbackMark &
@@ -504,7 +502,6 @@ function createEniPlan(
     subnetCandidates: [...placement.subnetCandidates],
     securityGroupIds: securityGroups.securityGroupIds,
     description: eniDescription(instance.id),
-    deleteOnTermination: knobs.deleteOnTermination,
     neededIps: placement.neededIps,
     ...request,
   };

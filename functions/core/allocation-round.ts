@@ -73,7 +73,9 @@ export interface AllocationObservation {
  * `failedSubnetIds` had too few free addresses (InsufficientFreeAddressesInSubnet),
  * `prefixRefusedSubnetIds` had no free aligned /28 (InsufficientCidrBlocks, a fragmented subnet)
  * though they may still give single IPs, `ipv6RefusedSubnetIds` refused a /80 though they still
- * give IPv4, and `fullEniIds` refused IPv4 addresses for their own limit. All are forgotten at
+ * give IPv4, `fullEniIds` refused IPv4 addresses for their own limit, and `unrepairedEniIds` were
+ * just attached but refused delete-on-termination (retried by the next invocation, as a repair of
+ * what is recorded without the flag). All are forgotten at
  * the end of the invocation: subnets get addresses back, defragment and gain IPv6 blocks, so the
  * next invocation asks again.
  */
@@ -82,6 +84,7 @@ export interface Refusals {
   readonly prefixRefusedSubnetIds: readonly string[];
   readonly ipv6RefusedSubnetIds: readonly string[];
   readonly fullEniIds: readonly string[];
+  readonly unrepairedEniIds: readonly string[];
 }
 
 /** What the rounds so far established: the node's ENIs and subnets as EC2 confirmed them. */
@@ -100,8 +103,12 @@ export type AssignPlan = Extract<AllocationPlan, { kind: 'assign' }>;
 export type CreatePlan = Extract<AllocationPlan, { kind: 'create-eni' }>;
 
 export type AllocationStep =
-  /** Set delete-on-termination on an attachment of ours that lacks it. */
-  | { readonly kind: 'repair'; readonly eni: EniState }
+  /**
+   * Set delete-on-termination on an attachment of ours that lacks it: every ENI this invocation
+   * attached (`justAttached`: EC2 may not list the attachment yet), after the record holding its
+   * addresses was written, or one a crash left without the flag.
+   */
+  | { readonly kind: 'repair'; readonly eni: EniState; readonly justAttached: boolean }
   | { readonly kind: 'assign'; readonly plan: AssignPlan }
   | { readonly kind: 'create'; readonly plan: CreatePlan }
   | { readonly kind: 'blocked'; readonly code: string; readonly message: string }
@@ -112,6 +119,8 @@ export type MutatingStep = Extract<AllocationStep, { kind: 'repair' | 'assign' |
 /** One answer EC2 confirmed during a step. */
 export type StepResult =
   | { readonly kind: 'repaired'; readonly eniId: string }
+  /** Delete-on-termination could not be set on an ENI just attached; not again in this invocation. */
+  | { readonly kind: 'unrepaired'; readonly eniId: string }
   /** AssignPrivateIpAddresses gave these addresses. */
   | {
       readonly kind: 'assigned';
@@ -134,13 +143,15 @@ export type StepResult =
       readonly subnetId: string;
       readonly refusal: 'out-of-addresses' | 'no-free-prefix' | 'ipv6-refused';
     }
-  /** A new (or adopted orphan) ENI attached at `deviceIndex`. */
+  /**
+   * A new (or adopted orphan) ENI attached at `deviceIndex`, delete-on-termination not set yet (a
+   * `repair` step sets it once the record holds the ENI's addresses).
+   */
   | {
       readonly kind: 'created';
       readonly eni: DetachedEni;
       readonly deviceIndex: number;
       readonly attachmentId: string;
-      readonly deleteOnTermination: boolean;
       /** Whether this invocation created it (its addresses came from the subnet just now). */
       readonly fresh: boolean;
     };
@@ -160,7 +171,13 @@ export function initialAllocationState(
   return {
     enis: observation.enis,
     subnets: observation.subnets,
-    refusals: { failedSubnetIds: [], prefixRefusedSubnetIds: [], ipv6RefusedSubnetIds: [], fullEniIds: [] },
+    refusals: {
+      failedSubnetIds: [],
+      prefixRefusedSubnetIds: [],
+      ipv6RefusedSubnetIds: [],
+      fullEniIds: [],
+      unrepairedEniIds: [],
+    },
     results: [],
     blocked: recentDenial(observation.record, nowEpochMs),
   };
@@ -181,8 +198,13 @@ export function nextAllocationStep(
   observation: AllocationObservation,
   state: AllocationState,
 ): AllocationStep {
-  const repair = enisMissingDeleteOnTermination(state.enis, observation);
-  if (repair) return { kind: 'repair', eni: repair };
+  const repair = enisMissingDeleteOnTermination(state, observation);
+  if (repair) {
+    const justAttached = state.results.some(
+      (result) => result.kind === 'created' && result.eni.id === repair.id,
+    );
+    return { kind: 'repair', eni: repair, justAttached };
+  }
   const plan = planAllocation({
     instance: observation.instance,
     limits: observation.limits,
@@ -239,6 +261,8 @@ export function applyStepResult(
       };
     case 'eni-full':
       return { ...state, results, refusals: refused(state.refusals, 'fullEniIds', result.eniId) };
+    case 'unrepaired':
+      return { ...state, results, refusals: refused(state.refusals, 'unrepairedEniIds', result.eniId) };
     case 'ipv6-assigned':
       return {
         ...state,
@@ -292,7 +316,7 @@ function applyCreated(
     mac: eni.mac,
     deviceIndex: result.deviceIndex,
     attachmentId: result.attachmentId,
-    deleteOnTermination: result.deleteOnTermination,
+    deleteOnTermination: false,
     primaryIp: eni.primaryIp,
     secondaryIps: eni.secondaryIps,
     prefixes: eni.prefixes,
@@ -351,12 +375,16 @@ export function poolDemandOf(observation: AllocationObservation, state: Allocati
   });
 }
 
-/** The outcome's action names, one per confirmed mutation (`create-eni:<id>:<index>`, …). */
+/**
+ * The outcome's action names, one per confirmed mutation (`create-eni:<id>:<index>`, …). Setting
+ * delete-on-termination on an ENI created in the same invocation is part of its `create-eni`.
+ */
 export function actionsOf(results: readonly StepResult[]): string[] {
+  const created = new Set(results.flatMap((result) => (result.kind === 'created' ? [result.eni.id] : [])));
   return results.flatMap((result): string[] => {
     switch (result.kind) {
       case 'repaired':
-        return [`repair-delete-on-termination:${result.eniId}`];
+        return created.has(result.eniId) ? [] : [`repair-delete-on-termination:${result.eniId}`];
       case 'assigned':
         return addressCount(result) > 0 ? [`assign:${result.eniId}:${addressCount(result)}`] : [];
       case 'ipv6-assigned':
@@ -400,16 +428,18 @@ function recentDenial(record: NodeRecord | undefined, nowEpochMs: number): Recor
 
 /**
  * An ENI we created for this instance whose attachment lacks delete-on-termination although the
- * node wants it: what a crash between attach and ModifyNetworkInterfaceAttribute leaves behind.
+ * node wants it: every ENI just attached (the flag is set in the round after its attach, once its
+ * addresses are recorded), or what a crash between attach and ModifyNetworkInterfaceAttribute left.
  */
 function enisMissingDeleteOnTermination(
-  enis: readonly EniState[],
+  state: AllocationState,
   observation: AllocationObservation,
 ): EniState | undefined {
   if (!observation.knobs.deleteOnTermination) return undefined;
-  return enis.find(
+  return state.enis.find(
     (eni) =>
       eni.deviceIndex > 0 &&
+      !state.refusals.unrepairedEniIds.includes(eni.id) &&
       !eni.deleteOnTermination &&
       isOurs(eni.tags, observation.clusterName) &&
       eni.tags[ENI_TAG_KEYS.instanceId] === observation.instance.id,

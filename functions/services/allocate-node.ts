@@ -22,15 +22,11 @@ import { describeDenial, type Ec2Failure, isEc2Failure } from '../core/ec2-failu
 import { errorMessage } from '../core/errors.ts';
 import { instanceIdOfCiliumNode, knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { InstanceView, NodeKnobs, NodeRecord, RecordedError } from '../core/model.ts';
-import {
-  isLeasedByOther,
-  mergeObservedEnis,
-  type NodeRecordContent,
-  recordWouldChange,
-} from '../core/node-record.ts';
+import { isLeasedByOther, mergeObservedEnis, recordWouldChange } from '../core/node-record.ts';
 import type { CiliumNodeReader, Ec2NetworkPort, Log, NodeRecordStore } from '../core/ports.ts';
+import { AllocationRecorder, publishRecord } from './allocation-recorder.ts';
 import { EniAttachError, executeStep } from './allocation-steps.ts';
-import { NodeLease, retryLostRaces, writeNextVersion } from './node-lease.ts';
+import { retryLostRaces, writeNextVersion } from './node-lease.ts';
 
 /**
  * Allocation for one node: observe (EC2, the record, the CiliumNode) into one immutable
@@ -157,7 +153,7 @@ async function allocateOnce(
   // Nothing was mutated: write only when the observation differs from the record (a new node,
   // drift, changed knobs, a new or cleared error), so a no-op invocation wakes no sync.
   const written = run.written ?? (await writeIfChanged(observation, run.state, deps));
-  if (written !== undefined) await publish(written, observation.ciliumNode, deps);
+  if (written !== undefined && !run.publishedAll) await publishRecord(written, observation.ciliumNode, deps);
   const demand = poolDemandOf(observation, run.state);
   const protocolTransition = protocolTransitionOf(observation);
   return {
@@ -189,22 +185,23 @@ interface RoundsRun {
   readonly written: NodeRecord | undefined;
   /** The EC2 action IAM denied, which ended the rounds. */
   readonly deniedAction: string | undefined;
+  /** Whether publications during the rounds already hold every address `written` records. */
+  readonly publishedAll: boolean;
 }
 
 /**
  * Plan, act and apply, one step per round, until the pool needs nothing, the plan is blocked, a
- * step fails or the rounds run out. The node is claimed (a write conditional on the version
- * observed) before the first mutation, and what EC2 confirmed is checkpointed before each later
- * one; the release records the rest, whether or not a step failed (on a conflict the lease simply
- * expires). An IAM denial ends the rounds and is recorded; any other failure is recorded, then
- * thrown.
+ * step fails or the rounds run out. What is written and published before each step, and the
+ * release that records the rest whether or not a step failed (on a conflict the lease simply
+ * expires), is `AllocationRecorder`'s. An IAM denial ends the rounds and is recorded; any other
+ * failure is recorded, then thrown.
  */
 async function runRounds(
   observation: AllocationObservation,
   deps: AllocationDependencies,
 ): Promise<RoundsRun> {
   let state = initialAllocationState(observation, deps.clock());
-  let lease: NodeLease | undefined;
+  const recorder = new AllocationRecorder(observation, deps);
   let deniedAction: string | undefined;
   const confirm = (result: StepResult) => {
     state = applyStepResult(state, result, deps.clock());
@@ -223,10 +220,8 @@ async function runRounds(
         });
         break;
       }
-      const content = allocationContent(observation, state);
-      if (lease) await lease.checkpoint(content);
-      else lease = await NodeLease.claim(observation.record, content, deps);
-      await executeStep(step, { observation, state, recordVersion: lease.record.version }, confirm, deps);
+      const recordVersion = await recorder.beforeStep(step, state);
+      await executeStep(step, { observation, state, recordVersion }, confirm, deps);
     }
   } catch (error) {
     const denied = deniedCall(error);
@@ -235,23 +230,9 @@ async function runRounds(
     deniedAction = denied.action ?? 'unknown';
     logDenial(observation, deniedAction, state, deps.log);
   } finally {
-    if (lease) await releaseLease(lease, allocationContent(observation, state), deps);
+    await recorder.release(state);
   }
-  return { state, written: lease?.record, deniedAction };
-}
-
-/** Releases the claim with the final content; a failure is logged (the lease then expires). */
-async function releaseLease(
-  lease: NodeLease,
-  content: NodeRecordContent,
-  deps: AllocationDependencies,
-): Promise<void> {
-  await lease.release(content).catch((error: unknown) =>
-    deps.log.error('could not release the node lease; it will expire', {
-      instanceId: content.instance.id,
-      error: errorMessage(error),
-    }),
-  );
+  return { state, written: recorder.written, deniedAction, publishedAll: recorder.publishedAll(state) };
 }
 
 /** The UnauthorizedOperation behind a failure: of the call itself, or of a fresh ENI's attach. */
@@ -407,21 +388,6 @@ async function readSurroundings(
       : [];
   const demand = trusted ? agentDemandOf(trusted) : undefined;
   return { instance, nodeName, knobs, demand, vpc, limits, subnets, securityGroups, ciliumNode };
-}
-
-async function publish(
-  record: NodeRecord,
-  ciliumNode: CiliumNode | undefined,
-  deps: AllocationDependencies,
-): Promise<void> {
-  if (!deps.publish) return;
-  await deps.publish(record, ciliumNode).catch((error: unknown) =>
-    deps.log.warn('could not publish the record version; the stream sync will', {
-      instanceId: record.instanceId,
-      recordVersion: record.version,
-      error: errorMessage(error),
-    }),
-  );
 }
 
 function ignored(

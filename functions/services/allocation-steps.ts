@@ -69,14 +69,39 @@ export async function executeStep(
 ): Promise<void> {
   switch (step.kind) {
     case 'repair':
-      await deps.ec2.setDeleteOnTermination(step.eni.id, step.eni.attachmentId, true);
-      return confirm({ kind: 'repaired', eniId: step.eni.id });
+      return confirm(await repairDeleteOnTermination(step, context, deps));
     case 'assign':
       logPrefixFallback(step.plan, context, deps.log);
       return assignPlanned(step.plan, context, confirm, deps);
     case 'create':
       logPrefixFallback(step.plan, context, deps.log);
       return createAndAttachEni(step.plan, context, confirm, deps);
+  }
+}
+
+/**
+ * ModifyNetworkInterfaceAttribute: delete-on-termination on the attachment. On an ENI just
+ * attached, a failure is logged and the ENI left as recorded, without the flag, for the next
+ * invocation to repair (its addresses are usable meanwhile; the flag only matters when the instance
+ * terminates). Repairing what an earlier invocation left, a failure is thrown.
+ */
+async function repairDeleteOnTermination(
+  step: Extract<MutatingStep, { kind: 'repair' }>,
+  context: StepContext,
+  deps: StepDependencies,
+): Promise<StepResult> {
+  const { eni, justAttached } = step;
+  try {
+    await deps.ec2.setDeleteOnTermination(eni.id, eni.attachmentId, true, { justAttached });
+    return { kind: 'repaired', eniId: eni.id };
+  } catch (error) {
+    if (!justAttached) throw error;
+    deps.log.error('could not set delete-on-termination; the next invocation retries', {
+      instanceId: context.observation.instance.id,
+      eniId: eni.id,
+      error: errorMessage(error),
+    });
+    return { kind: 'unrepaired', eniId: eni.id };
   }
 }
 
@@ -229,8 +254,12 @@ function refusalMessage(refusal: SubnetRefusal): string {
 /**
  * A new ENI, cilium's lifecycle: create (IPs and tags in one call, deterministic ClientToken) or
  * adopt one a crashed invocation created; attach, moving to the next free device index on a
- * conflict (bounded); set delete-on-termination. If attaching fails, the fresh ENI is deleted and
- * both errors are kept apart (`EniAttachError`).
+ * conflict (bounded). If attaching fails, the fresh ENI is deleted and both errors are kept apart
+ * (`EniAttachError`). Unlike cilium, delete-on-termination is not set here but by the next round's
+ * `repair` step, after the record holding the addresses is written and while they are published:
+ * the flag matters only when the instance terminates, so it stays off the path to a usable pool
+ * (a failure there is recorded and retried; deleting an attached ENI, as cilium tries, cannot
+ * succeed).
  */
 async function createAndAttachEni(
   plan: CreatePlan,
@@ -268,29 +297,7 @@ async function createAndAttachEni(
       log.warn('instance is out of interface slots', { instanceId });
     throw new EniAttachError(eni.id, attachError, cleanupError);
   }
-  // Failing here leaves an attached ENI without the flag: it is recorded as such, and the next
-  // round or invocation repairs it (deleting an attached ENI, as cilium tries, cannot succeed).
-  const deleteOnTermination =
-    plan.deleteOnTermination &&
-    (await ec2.setDeleteOnTermination(eni.id, attachmentId, true, { justAttached: true }).then(
-      () => true,
-      (error: unknown) => {
-        log.error('could not set delete-on-termination; will retry', {
-          instanceId,
-          eniId: eni.id,
-          error: errorMessage(error),
-        });
-        return false;
-      },
-    ));
-  confirm({
-    kind: 'created',
-    eni,
-    deviceIndex,
-    attachmentId,
-    deleteOnTermination,
-    fresh: orphan === undefined,
-  });
+  confirm({ kind: 'created', eni, deviceIndex, attachmentId, fresh: orphan === undefined });
 }
 
 /**

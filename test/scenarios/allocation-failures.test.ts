@@ -150,14 +150,17 @@ describe('a crash at each step is healed by the next invocation', () => {
     const crashed = harness.dependencies();
     // The first write (the lease claim) lands; the write recording the new ENI never does.
     void allocateNode(instance.instanceId, { ...crashed, store: crashingOnWrite(crashed.store, 1) });
-    await waitForCall('ModifyNetworkInterfaceAttribute', 1);
+    await waitForCall('AttachNetworkInterface', 1);
     expect((await harness.table.store.get(instance.instanceId))?.enis.length).toBe(1);
+    // Delete-on-termination is set only after the record holds the ENI, so the crash leaves it unset.
+    expect(harness.ec2.calls.count('ModifyNetworkInterfaceAttribute')).toBe(0);
 
     harness.clock.advance(harness.settings.leaseDurationMs + 1);
     await allocateNode(instance.instanceId, harness.dependencies());
     assertNoDuplicateNoLeak(instance, 1);
     const record = await harness.table.store.get(instance.instanceId);
     expect(record?.enis.map((eni) => eni.secondaryIps.length)).toEqual([0, 8]);
+    expect(harness.secondaryEnis(instance.instanceId)[0]?.attachment?.deleteOnTermination).toBe(true);
   });
 });
 

@@ -205,6 +205,60 @@ describe('one new ENI', () => {
     expect(harness.ec2.calls.count('ModifyNetworkInterfaceAttribute')).toBe(0);
     expect(harness.secondaryEnis(instance.instanceId)[0]?.attachment?.deleteOnTermination).toBe(false);
   });
+
+  it('publishes the new addresses before setting delete-on-termination, then records the flag', async () => {
+    const instance = harness.launch('m5.large');
+    await harness.createCiliumNode(instance, { eni: { 'first-interface-index': 1 } });
+    const published: { record: NodeRecord; modifiesBefore: number }[] = [];
+    const publish = async (record: NodeRecord) => {
+      published.push({ record, modifiesBefore: harness.ec2.calls.count('ModifyNetworkInterfaceAttribute') });
+    };
+    const outcome = await allocateNode(instance.instanceId, harness.dependencies({ publish }));
+    expect(outcome.kind).toBe('reconciled');
+    // One publication for the launch: the early one already holds every address.
+    expect(published).toHaveLength(1);
+    const [early] = published;
+    expect(early?.modifiesBefore).toBe(0);
+    const earlyEni = early?.record.enis.find((eni) => eni.deviceIndex === 1);
+    expect(earlyEni?.secondaryIps).toHaveLength(8);
+    expect(earlyEni?.deleteOnTermination).toBe(false);
+
+    const final = await harness.table.store.get(instance.instanceId);
+    expect(final?.version).toBe((early?.record.version ?? 0) + 1);
+    expect(final?.enis.find((eni) => eni.deviceIndex === 1)?.deleteOnTermination).toBe(true);
+    expect(harness.secondaryEnis(instance.instanceId)[0]?.attachment?.deleteOnTermination).toBe(true);
+  });
+
+  it('keeps a launch whose delete-on-termination EC2 refuses, and sets it on the next invocation', async () => {
+    const instance = harness.launch('m5.large');
+    await harness.createCiliumNode(instance, { eni: { 'first-interface-index': 1 } });
+    const deps = harness.dependencies();
+    const refusing = new Proxy(deps.ec2, {
+      get: (target, property, receiver) =>
+        property === 'setDeleteOnTermination'
+          ? () => Promise.reject(new Error('RequestLimitExceeded: Request limit exceeded.'))
+          : Reflect.get(target, property, receiver),
+    });
+    const first = await allocateNode(instance.instanceId, { ...deps, ec2: refusing });
+    expect(first.kind).toBe('reconciled');
+    const [eni] = harness.secondaryEnis(instance.instanceId);
+    expect(eni?.secondaryPrivateIpAddresses).toHaveLength(8);
+    expect(eni?.attachment?.deleteOnTermination).toBe(false);
+    const recorded = (await harness.table.store.get(instance.instanceId))?.enis.find(
+      (candidate) => candidate.id === eni?.networkInterfaceId,
+    );
+    expect(recorded?.deleteOnTermination).toBe(false);
+    expect(recorded?.secondaryIps).toHaveLength(8);
+    expect(harness.logs.some((line) => line.message.includes('could not set delete-on-termination'))).toBe(
+      true,
+    );
+
+    const next = await allocateNode(instance.instanceId, harness.dependencies());
+    expect(next.kind === 'reconciled' && next.actions).toEqual([
+      `repair-delete-on-termination:${eni?.networkInterfaceId}`,
+    ]);
+    expect(harness.secondaryEnis(instance.instanceId)[0]?.attachment?.deleteOnTermination).toBe(true);
+  });
 });
 
 describe('subnets and security groups follow the node knobs', () => {

@@ -126,7 +126,6 @@ function create(fields: {
     subnetCandidates: ['subnet-node'],
     securityGroupIds: NODE_GROUPS,
     description: `Cilium-CNI (${INSTANCE_ID})`,
-    deleteOnTermination: true,
     ...rest,
     ...(ipv6 ? { ipv6PrefixCount: 1 } : {}),
   };

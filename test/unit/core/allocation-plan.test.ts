@@ -55,7 +55,6 @@ function createEni(fields: {
   prefixCount?: number;
   subnetCandidates?: string[];
   securityGroupIds?: string[];
-  deleteOnTermination?: boolean;
 }): AllocationPlan {
   const { ipCount, prefixCount, ...rest } = fields;
   return {
@@ -63,7 +62,6 @@ function createEni(fields: {
     subnetCandidates: ['subnet-node'],
     securityGroupIds: NODE_GROUPS,
     description: `Cilium-CNI (${INSTANCE_ID})`,
-    deleteOnTermination: true,
     ...rest,
     ...(prefixCount === undefined ? { ipCount: ipCount ?? 0 } : { prefixCount }),
   };
@@ -338,9 +336,9 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
       },
     },
     {
-      case: 'delete-on-termination false is carried to the plan',
+      case: 'delete-on-termination false plans the same ENI (the flag is set by a later repair step)',
       snapshot: m5({ knobs: knobs({ firstInterfaceIndex: 1, deleteOnTermination: false }) }),
-      plan: createEni({ deviceIndex: 1, ipCount: 8, neededIps: 8, deleteOnTermination: false }),
+      plan: createEni({ deviceIndex: 1, ipCount: 8, neededIps: 8 }),
     },
     {
       case: 'use-primary-address: eth0 primary counts as available',

@@ -51,7 +51,8 @@ describe('one allocation round, as values', () => {
       knobs: knobs({ minAllocate: 8, deleteOnTermination: true }),
     });
     const step = nextAllocationStep(observed, initialAllocationState(observed, NOW));
-    expect(step).toEqual({ kind: 'repair', eni: ours });
+    // Left by a crash (not attached in this invocation): EC2 lists the attachment by now.
+    expect(step).toEqual({ kind: 'repair', eni: ours, justAttached: false });
 
     const repaired = applyStepResult(
       initialAllocationState(observed, NOW),
@@ -65,7 +66,7 @@ describe('one allocation round, as values', () => {
     expect(nextAllocationStep(observed, repaired).kind).not.toBe('repair');
   });
 
-  it('creates an ENI for a node with only eth0, and is done once the created ENI is applied', () => {
+  it('creates an ENI for a node with only eth0, repairs it once recorded, and is then done', () => {
     const observed = observation();
     const start = initialAllocationState(observed, NOW);
     const step = nextAllocationStep(observed, start);
@@ -90,7 +91,6 @@ describe('one allocation round, as values', () => {
         },
         deviceIndex: step.plan.deviceIndex,
         attachmentId: 'eni-attach-new',
-        deleteOnTermination: true,
         fresh: true,
       },
       NOW,
@@ -102,8 +102,15 @@ describe('one allocation round, as values', () => {
     const before = observed.subnets.find((candidate) => candidate.id === takenFrom)?.availableAddresses ?? 0;
     const after = created.subnets.find((candidate) => candidate.id === takenFrom)?.availableAddresses ?? 0;
     expect(before - after).toBe(1 + (step.plan.ipCount ?? 0));
-    expect(nextAllocationStep(observed, created)).toEqual({ kind: 'done' });
-    expect(actionsOf(created.results)).toEqual([`create-eni:eni-new:${step.plan.deviceIndex}`]);
+    // The attach is confirmed without delete-on-termination: the next round sets it, on an
+    // attachment EC2 may not list yet.
+    expect(created.enis.find((candidate) => candidate.id === 'eni-new')?.deleteOnTermination).toBe(false);
+    const repair = nextAllocationStep(observed, created);
+    expect(repair).toMatchObject({ kind: 'repair', eni: { id: 'eni-new' }, justAttached: true });
+    const repaired = applyStepResult(created, { kind: 'repaired', eniId: 'eni-new' }, NOW);
+    expect(nextAllocationStep(observed, repaired)).toEqual({ kind: 'done' });
+    // Setting the flag on the ENI just created is part of its create-eni action.
+    expect(actionsOf(repaired.results)).toEqual([`create-eni:eni-new:${step.plan.deviceIndex}`]);
   });
 
   it('routes around a subnet that refused, for the rest of the invocation', () => {

@@ -1,0 +1,137 @@
+import {
+  type AllocationObservation,
+  type AllocationState,
+  allocationContent,
+  type MutatingStep,
+  type StepResult,
+} from '../core/allocation-round.ts';
+import type { CiliumNode } from '../core/ciliumnode.ts';
+import { errorMessage } from '../core/errors.ts';
+import type { NodeRecord } from '../core/model.ts';
+import type { Log } from '../core/ports.ts';
+import { type LeaseHolderDependencies, NodeLease } from './node-lease.ts';
+
+/**
+ * What an allocation writes and publishes across its rounds, in order:
+ * - before the first mutation, the claim: a write conditional on the version observed;
+ * - before each later mutation, a checkpoint of what EC2 confirmed since the last write, except
+ *   when that is only delete-on-termination flags (a crash loses nothing a Describe does not show);
+ * - before a `repair` that follows newly recorded addresses (the flag of an ENI just attached),
+ *   the publication of that record version, started and not awaited: the addresses become usable
+ *   while the flag is set, so ModifyNetworkInterfaceAttribute is off the path to a usable pool.
+ *   Publications run one after another; each is a sync from a record version this invocation
+ *   wrote, which never overwrites a newer one (`syncNode`);
+ * - the release, with the final content; then the caller publishes it unless an earlier
+ *   publication already holds all its addresses (`publishedAll`).
+ */
+
+export interface RecorderDependencies extends LeaseHolderDependencies {
+  readonly log: Log;
+  /** Publishes a record version to the CiliumNode, from the CiliumNode the observation read. */
+  readonly publish?: (record: NodeRecord, ciliumNode: CiliumNode | undefined) => Promise<unknown>;
+}
+
+export class AllocationRecorder {
+  private lease: NodeLease | undefined;
+  /** `state.results.length` at the last write, and at the last publication. */
+  private recordedResults = 0;
+  private publishedResults: number | undefined;
+  private publications: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly observation: AllocationObservation,
+    private readonly deps: RecorderDependencies,
+  ) {}
+
+  /** The last version written (absent: nothing was mutated, no claim taken). */
+  get written(): NodeRecord | undefined {
+    return this.lease?.record;
+  }
+
+  /**
+   * Makes `state` durable as the next step requires (claim or checkpoint) and starts the early
+   * publication before a repair; the version the step runs under (part of a create's ClientToken).
+   */
+  async beforeStep(step: MutatingStep, state: AllocationState): Promise<number> {
+    const content = allocationContent(this.observation, state);
+    if (this.lease === undefined) {
+      this.lease = await NodeLease.claim(this.observation.record, content, this.deps);
+      this.recordedResults = state.results.length;
+    } else if (!onlyFlags(state.results.slice(this.recordedResults))) {
+      await this.lease.checkpoint(content);
+      this.recordedResults = state.results.length;
+    }
+    if (step.kind === 'repair' && this.recordedResults === state.results.length) {
+      const unpublished = state.results.slice(this.publishedResults ?? 0);
+      if (unpublished.some(addsAddresses)) this.startPublication(this.lease.record, state.results.length);
+    }
+    return this.lease.record.version;
+  }
+
+  /**
+   * Gives the claim back with the final content (a failure is logged: the lease then expires), then
+   * waits for the publications started, so none outlives the invocation.
+   */
+  async release(state: AllocationState): Promise<void> {
+    if (this.lease !== undefined) {
+      const content = allocationContent(this.observation, state);
+      await this.lease.release(content).catch((error: unknown) =>
+        this.deps.log.error('could not release the node lease; it will expire', {
+          instanceId: content.instance.id,
+          error: errorMessage(error),
+        }),
+      );
+    }
+    await this.publications;
+  }
+
+  /**
+   * Whether the early publications hold every address of `state`, so the final version needs no
+   * publication of its own (the stream's sync still confirms it).
+   */
+  publishedAll(state: AllocationState): boolean {
+    if (this.publishedResults === undefined) return false;
+    return !state.results.slice(this.publishedResults).some(addsAddresses);
+  }
+
+  private startPublication(record: NodeRecord, results: number): void {
+    this.publishedResults = results;
+    this.publications = this.publications.then(() =>
+      publishRecord(record, this.observation.ciliumNode, this.deps),
+    );
+  }
+}
+
+/** Publishes `record`; a failure is logged, never thrown (the stream's sync publishes it). */
+export async function publishRecord(
+  record: NodeRecord,
+  ciliumNode: CiliumNode | undefined,
+  deps: Pick<RecorderDependencies, 'publish' | 'log'>,
+): Promise<void> {
+  if (!deps.publish) return;
+  await deps.publish(record, ciliumNode).catch((error: unknown) =>
+    deps.log.warn('could not publish the record version; the stream sync will', {
+      instanceId: record.instanceId,
+      recordVersion: record.version,
+      error: errorMessage(error),
+    }),
+  );
+}
+
+/** Results that only set delete-on-termination (or failed to). */
+function onlyFlags(results: readonly StepResult[]): boolean {
+  return (
+    results.length > 0 &&
+    results.every((result) => result.kind === 'repaired' || result.kind === 'unrepaired')
+  );
+}
+
+/** Results that give the node addresses a publication makes usable. */
+function addsAddresses(result: StepResult): boolean {
+  return (
+    result.kind === 'assigned' ||
+    result.kind === 'adopted' ||
+    result.kind === 'created' ||
+    result.kind === 'ipv6-assigned'
+  );
+}
