@@ -1,6 +1,7 @@
 import { Agent, createServer, request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * A recording pass-through in front of a stand-in (127.0.0.1 only): the functions' endpoints point
@@ -40,6 +41,12 @@ export interface Tap {
   readonly url: string;
   readonly records: readonly TapRecord[];
   setUpstream(url: string): void;
+  /**
+   * Holds every request this long before forwarding it (0, the default, forwards at once): the
+   * stand-ins answer in about a millisecond, so requests the code starts together would otherwise
+   * be ordered by the client's own CPU time and count as sequential round trips.
+   */
+  setLatencyMs(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -48,12 +55,14 @@ export const nowMs = (): number => performance.timeOrigin + performance.now();
 export async function startTap(options: TapOptions): Promise<Tap> {
   let upstream = options.upstream === undefined ? undefined : new URL(options.upstream);
   const records: TapRecord[] = [];
+  let latencyMs = 0;
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   const server = createServer((incoming, outgoing) => {
     const startMs = nowMs();
     const chunks: Buffer[] = [];
     incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
-    incoming.on('end', () => {
+    incoming.on('end', async () => {
+      if (latencyMs > 0) await sleep(latencyMs);
       const requestBody = Buffer.concat(chunks);
       const operation = operationOf(options.service, incoming, requestBody);
       const base = {
@@ -121,6 +130,9 @@ export async function startTap(options: TapOptions): Promise<Tap> {
         throw new Error(`the bench only forwards to 127.0.0.0/8, not ${url}`);
       }
       upstream = parsed;
+    },
+    setLatencyMs: (ms) => {
+      latencyMs = ms;
     },
     close: () =>
       new Promise<void>((resolve) => {
