@@ -53,12 +53,15 @@ export class AllocationRecorder {
    * publication before a repair; the version the step runs under (part of a create's ClientToken).
    */
   async beforeStep(step: MutatingStep, state: AllocationState): Promise<number> {
-    const content = allocationContent(this.observation, state);
     if (this.lease === undefined) {
-      this.lease = await NodeLease.claim(this.observation.record, content, this.deps);
+      this.lease = await NodeLease.claim(
+        this.observation.record,
+        allocationContent(this.observation, state),
+        this.deps,
+      );
       this.recordedResults = state.results.length;
     } else if (!onlyFlags(state.results.slice(this.recordedResults))) {
-      await this.lease.checkpoint(content);
+      await this.lease.checkpoint(allocationContent(this.observation, state));
       this.recordedResults = state.results.length;
     }
     if (step.kind === 'repair' && this.recordedResults === state.results.length) {

@@ -232,15 +232,16 @@ describe('one new ENI', () => {
   it('keeps a launch whose delete-on-termination EC2 refuses, and sets it on the next invocation', async () => {
     const instance = harness.launch('m5.large');
     await harness.createCiliumNode(instance, { eni: { 'first-interface-index': 1 } });
-    const deps = harness.dependencies();
-    const refusing = new Proxy(deps.ec2, {
-      get: (target, property, receiver) =>
-        property === 'setDeleteOnTermination'
-          ? () => Promise.reject(new Error('RequestLimitExceeded: Request limit exceeded.'))
-          : Reflect.get(target, property, receiver),
+    // EC2 answers every ModifyNetworkInterfaceAttribute with 500 InternalError, past the retries.
+    const refusal = harness.ec2.faults.arm({
+      kind: 'server-error',
+      action: 'ModifyNetworkInterfaceAttribute',
+      times: Number.POSITIVE_INFINITY,
     });
-    const first = await allocateNode(instance.instanceId, { ...deps, ec2: refusing });
+    const first = await allocateNode(instance.instanceId, harness.dependencies());
     expect(first.kind).toBe('reconciled');
+    expect(refusal.hits).toBeGreaterThan(0);
+    harness.ec2.faults.clear();
     const [eni] = harness.secondaryEnis(instance.instanceId);
     expect(eni?.secondaryPrivateIpAddresses).toHaveLength(8);
     expect(eni?.attachment?.deleteOnTermination).toBe(false);
