@@ -197,9 +197,9 @@ describe('a tiny bench run', () => {
       importRuns: 1,
       timeoutSeconds: 240,
       dynamoDbEndpoint: inject('dynamoDbEndpoint'),
-      // The demand, sweep-cost and naive-bundle phases take minutes: npm run bench runs them.
+      // The demand and naive-bundle phases take minutes: npm run bench runs them.
       demandNodes: 0,
-      sweepCostNodes: [],
+      sweepCostNodes: [3],
       naiveBaseline: false,
     });
     const ids = report.figures.map((item) => item.id);
@@ -247,5 +247,25 @@ describe('a tiny bench run', () => {
     expect(report.burst.newEnis).toBeGreaterThanOrEqual(3);
     expect(report.singleNode?.floor).toBe(8);
     expect(chartSvg).toContain('nodes ready (3 of 3)');
+    // Steady state: the scheduled work finds every node as published and writes nothing; the
+    // resync reads nothing but its Scan (a node in sync with its listed record is not read again).
+    const [steady] = report.sweepCosts;
+    const writes = (cost: { dynamoDbWrites: number; kubernetesWrites: number }) => ({
+      dynamoDb: cost.dynamoDbWrites,
+      kubernetes: cost.kubernetesWrites,
+    });
+    expect({
+      nodes: steady?.nodes,
+      sweep: steady && writes(steady),
+      resync: steady && writes(steady.resync),
+      gc: steady && writes(steady.garbageCollection),
+      resyncReadUnits: steady?.resync.dynamoDbReadUnits,
+    }).toEqual({
+      nodes: 3,
+      sweep: { dynamoDb: 0, kubernetes: 0 },
+      resync: { dynamoDb: 0, kubernetes: 0 },
+      gc: { dynamoDb: 0, kubernetes: 0 },
+      resyncReadUnits: steady?.dynamoDbReadUnits,
+    });
   });
 });

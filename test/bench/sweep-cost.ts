@@ -173,17 +173,13 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
   );
   for (const instance of instances)
     registerCiliumNode(cloud.k8s, instance.privateDnsName, instance.instanceId);
+  const syncDependencies = { store, ciliumNodes, log: SILENT, tableGeneration };
   await forEachWithConcurrency(instances, 32, async (instance) => {
     await allocateNode(instance.instanceId, {
       store,
       ec2,
       ciliumNodes,
-      publish: (record, ciliumNode) =>
-        syncNode(
-          record.instanceId,
-          { store, ciliumNodes, log: SILENT, tableGeneration },
-          { record, ciliumNode },
-        ),
+      publish: (record, ciliumNode) => syncNode(record.instanceId, syncDependencies, { record, ciliumNode }),
       tableGeneration,
       settings: {
         clusterName,
@@ -201,5 +197,8 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
       log: SILENT,
       invocationId: randomUUID(),
     });
+    // What the table's stream sync does after the allocation: publish its last version (the one
+    // that records delete-on-termination, which the allocation leaves to the stream).
+    await syncNode(instance.instanceId, syncDependencies);
   });
 }
