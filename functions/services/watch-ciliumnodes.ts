@@ -53,6 +53,7 @@ export interface WatchDependencies {
 
 export interface WatchSummary {
   readonly outcome: 'watched' | 'lease-held' | 'lease-lost';
+  /** The resume point the session started its watch from, as it used it; absent when it started with a list. */
   readonly resumedFrom?: string;
   readonly checkpoint?: string;
   readonly events: number;
@@ -80,10 +81,7 @@ export async function watchCiliumNodes(
     renewal.stop();
   }
   const released = await deps.leases.release(deps.invocationId, session.progress.checkpoint());
-  const summary = session.summary(
-    released && !session.lost ? 'watched' : 'lease-lost',
-    lease.resourceVersion,
-  );
+  const summary = session.summary(released && !session.lost ? 'watched' : 'lease-lost');
   deps.log.info('watch finished', { ...summary });
   return summary;
 }
@@ -136,6 +134,8 @@ function keepLease(deps: WatchDependencies, session: WatchSession): { stop(): vo
 
 class WatchSession {
   readonly progress: WatchProgress;
+  /** The resume point this session started its watch from (undefined: it started with a list). */
+  readonly resumedFrom: string | undefined;
   lost = false;
   private resourceVersion: string | undefined;
   private readonly lastSeen = new Map<string, CiliumNode>();
@@ -149,6 +149,7 @@ class WatchSession {
     resumeFrom: string | undefined,
   ) {
     this.progress = new WatchProgress(resumeFrom);
+    this.resumedFrom = resumeFrom;
     this.resourceVersion = resumeFrom;
     this.dispatcher = new NodeDispatcher(
       {
@@ -258,8 +259,9 @@ class WatchSession {
     return this.dispatcher.idle();
   }
 
-  summary(outcome: WatchSummary['outcome'], resumedFrom: string | undefined): WatchSummary {
+  summary(outcome: WatchSummary['outcome']): WatchSummary {
     const checkpoint = this.progress.checkpoint();
+    const resumedFrom = this.resumedFrom;
     return {
       outcome,
       ...(resumedFrom === undefined ? {} : { resumedFrom }),

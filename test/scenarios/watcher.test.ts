@@ -112,6 +112,19 @@ async function readyNode(): Promise<InstanceRecord> {
   return instance;
 }
 
+/**
+ * A node whose demand stays positive: a t3.nano (2 ENIs of 2 addresses, eth0 not in the pool)
+ * holds a pool of 1 at its limit, short of the pre-allocation of 8, so every version of its
+ * CiliumNode asks for more.
+ */
+async function blockedNode(): Promise<InstanceRecord> {
+  const instance = harness.launch('t3.nano');
+  await harness.createCiliumNode(instance);
+  await allocateNode(instance.instanceId, allocationDependencies());
+  expect(poolSize(instance)).toBe(1);
+  return instance;
+}
+
 function poolSize(instance: InstanceRecord): number {
   const node = harness.k8s.store.get(instance.privateDnsName) as unknown as {
     spec?: { ipam?: { pool?: object } };
@@ -231,6 +244,29 @@ describe('the CiliumNode watcher', () => {
     expect(second.relists).toBeGreaterThanOrEqual(1);
     expect(poolSize(instance)).toBe(13);
     expect(ipsInEc2(instance)).toBe(13);
+  });
+
+  it('resumes from the saved resume point: no list, only the node that changed served, a blocked node not served again', async () => {
+    // Guards the resume point: a watcher that ignored the lease's resourceVersion would list again
+    // on every invocation and hand every node whose demand stays positive (here `blocked`, at its
+    // instance's limit) to the allocate function each time.
+    const changed = await readyNode();
+    const blocked = await blockedNode();
+    const firstNodes = inProcessNodeService();
+    const first = await watchFor(1_000, { nodes: firstNodes.service });
+    expect(first).toMatchObject({ outcome: 'watched', relists: 1 });
+    expect(first.resumedFrom).toBeUndefined();
+    expect(firstNodes.requests).toEqual([{ instanceId: blocked.instanceId, allocate: true, release: false }]);
+
+    startPods(changed, 5);
+    const nodes = inProcessNodeService();
+    const resumed = watchFor(2_500, { nodes: nodes.service });
+    await vi.waitFor(() => expect(poolSize(changed)).toBe(13), { timeout: 5_000 });
+    const second = await resumed;
+
+    expect(nodes.requests).toEqual([{ instanceId: changed.instanceId, allocate: true, release: false }]);
+    expect(second).toMatchObject({ outcome: 'watched', relists: 0, resumedFrom: first.checkpoint });
+    expect(poolSize(blocked)).toBe(1);
   });
 
   it('a watcher that dies mid-invocation is replaced once its lease expires: no node missed, none served twice', async () => {
