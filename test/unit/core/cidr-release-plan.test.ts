@@ -137,12 +137,6 @@ describe('tracking what the agent dropped from allocated', () => {
       expected: { [P]: 'pending' },
     },
     {
-      case: 'reappearing in allocated: dropped',
-      cn: node([A, B, C, P]),
-      releases: { [C]: pending() },
-      expected: {},
-    },
-    {
       case: 'gone from EC2 (detached): becomes a tombstone',
       cn: node([A, B, P]),
       releases: { [`${ipOn(1, 99)}/32`]: pending() },
@@ -157,6 +151,37 @@ describe('tracking what the agent dropped from allocated', () => {
     },
   ])('$case', ({ cn, releases, expected, overrides }) => {
     expect(entries(planCidrRelease(inputs(cn, releases, overrides)))).toEqual(expected);
+  });
+
+  // Guards the `reallocated` removal: `entries` maps a `none` plan to `{}` as well, so these
+  // assert the update itself. A kept entry would keep its old `sinceEpochMs`, and the agent's next
+  // drop of the CIDR would skip the release delay.
+  it.each([
+    { case: 'a pending entry reappearing in allocated: dropped (reallocated)', entry: pending() },
+    {
+      case: 'a withdrawing entry the agent took back into allocated: the withdrawal aborted (reallocated)',
+      entry: withdrawing,
+    },
+  ])('$case', ({ entry }) => {
+    const plan = planCidrRelease(inputs(node([A, B, C, P]), { [C]: entry }));
+    expect(plan).toEqual({
+      kind: 'update',
+      releases: {},
+      changes: [{ cidr: C, to: 'dropped', reason: 'reallocated' }],
+      unassignments: [],
+    });
+  });
+
+  it('a CIDR dropped again after it was re-allocated waits the whole release delay anew', () => {
+    const firstDrop = pending(PAST);
+    const retaken = planCidrRelease(inputs(node([A, B, C, P]), { [C]: firstDrop }));
+    const afterRetake = retaken.kind === 'update' ? retaken.releases : { [C]: firstDrop };
+    const droppedAgain = planCidrRelease(inputs(node([A, B, P]), afterRetake));
+    expect(droppedAgain).toMatchObject({
+      kind: 'update',
+      releases: { [C]: { state: 'pending', sinceEpochMs: NOW } },
+      changes: [{ cidr: C, to: 'pending', reason: 'not-allocated' }],
+    });
   });
 
   it('keeps the first-observation timestamp while the CIDR stays out', () => {
@@ -193,10 +218,6 @@ describe('release after the delay: withdraw, then unassign', () => {
   it('unassigns a /28 whole (never its 16 addresses one by one, cilium #48125)', () => {
     const plan = planCidrRelease(inputs(node([A, B, C], { published: [A, B, C] }), { [P]: withdrawing }));
     expect(plan).toMatchObject({ unassignments: [{ eniId: 'eni-1', ips: [], prefixes: [P] }] });
-  });
-
-  it('aborts a withdrawal the agent took back into allocated', () => {
-    expect(entries(planCidrRelease(inputs(node([A, B, C, P]), { [C]: withdrawing })))).toEqual({});
   });
 
   it('aborts the withdrawal when the node goes back to the CRD protocol (downgrade)', () => {
