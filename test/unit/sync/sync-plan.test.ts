@@ -369,6 +369,58 @@ describe('planSyncStep with a /80 (a 1.20 agent with IPv6, in a cluster whose CR
   });
 });
 
+describe('planSyncStep for a 1.20 agent while a CIDR is withdrawing', () => {
+  /** The CRDs that declare spec.ipam.pools. */
+  const POOLS_CRDS: readonly SchemaVersion[] = ['v1.20', 'v1.21-dev'];
+  const eth1 = eniFixture(1, 3);
+  const WITHDRAWN = `${eth1.secondaryIps[2]}/32`;
+  const allCidrs = eth1.secondaryIps.map((ip) => `${ip}/32`);
+  const withdrawingRecord = recordAt(2, [eth0, eth1], {
+    cidrReleases: {
+      [WITHDRAWN]: { eniId: eth1.id, state: 'withdrawing', sinceEpochMs: 0, withdrawnInVersion: 2 },
+    },
+  });
+
+  /** The node published from version 1 (every CIDR), then the agent's `pools`: `allocated` as given. */
+  function multiPoolNode(allocated: readonly string[]): FakeCiliumNodeServer {
+    const server = new FakeCiliumNodeServer(agentCreatedNode());
+    converge(recordAt(1, [eth0, eth1]), server);
+    server.writeAsAgent((cn) => {
+      cn.spec = {
+        ...cn.spec,
+        ipam: {
+          ...cn.spec?.ipam,
+          pools: {
+            requested: [{ pool: 'default', needed: { 'ipv4-addrs': 2 } }],
+            allocated: [{ pool: 'default', cidrs: [...allocated] }],
+          },
+        },
+      };
+    });
+    return server;
+  }
+
+  const statusAddresses = (server: FakeCiliumNodeServer) =>
+    server.get()?.status?.eni?.enis?.[eth1.id]?.addresses ?? [];
+
+  // Guards the sync-side `allocated` filter: a 1.20 agent that sees a CIDR it holds leave
+  // status.eni.enis takes it for removed for the life of its process. The planner normally drops
+  // the entry first, but a sync may read the record before that.
+  it('keeps a withdrawing CIDR that allocated lists in status and the pool', () => {
+    const server = multiPoolNode(allCidrs);
+    expect(converge(withdrawingRecord, server, POOLS_CRDS)).toEqual(['spec', 'none:in-sync']);
+    expect(statusAddresses(server)).toContain(eth1.secondaryIps[2]);
+    expect(Object.keys(server.get()?.spec?.ipam?.pool ?? {})).toContain(eth1.secondaryIps[2]);
+  });
+
+  it('withdraws it (pool first, then status) from a version whose allocated lacks it', () => {
+    const server = multiPoolNode(allCidrs.filter((cidr) => cidr !== WITHDRAWN));
+    expect(converge(withdrawingRecord, server, POOLS_CRDS)).toEqual(['spec-claim', 'status', 'none:in-sync']);
+    expect(statusAddresses(server)).not.toContain(eth1.secondaryIps[2]);
+    expect(Object.keys(server.get()?.spec?.ipam?.pool ?? {})).not.toContain(eth1.secondaryIps[2]);
+  });
+});
+
 describe('releaseIpsTarget', () => {
   it.each([
     {
