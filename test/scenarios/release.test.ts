@@ -146,6 +146,18 @@ async function cycle(advanceMs = SWEEP_INTERVAL_MS): Promise<SweepSummary> {
   return summary;
 }
 
+/** One sweep and the sync it triggers, with no agent refresh after it (the agent is slow to answer). */
+async function releasePass(advanceMs = SWEEP_INTERVAL_MS): Promise<void> {
+  harness.clock.advance(advanceMs);
+  const summary = await sweep({
+    ...harness.sweepDependencies(),
+    release: { enabled: true, delayMs: RELEASE_DELAY_MS },
+  });
+  expect(summary.failed).toEqual([]);
+  await syncNode(instance.instanceId, syncDependencies());
+  expectInUseIpsKept();
+}
+
 /** Invariant 5: every IP a pod holds is still assigned in EC2 and still in the pool. */
 function expectInUseIpsKept(): void {
   const assigned = new Set(ec2Ips());
@@ -309,6 +321,43 @@ describe('excess IPs are released through the handshake', () => {
       expect(outOfPool).toBeGreaterThan(0);
       expect(outOfStatus).toBeGreaterThan(outOfPool);
       expect(released).toBeGreaterThanOrEqual(outOfStatus);
+    }
+    expectInvariantsAtEveryVersion();
+  });
+
+  it('waits for the agent: release passes between marked-for-release and its answer change nothing', async () => {
+    // Guards the handshake's wait for `ready-for-release`: in the other scenarios the agent answers
+    // before the next release pass, so a planner that took a mark as ready without the answer
+    // would pass them too.
+    const { excess, kept } = await growThenShrink();
+    await cycle(); // marked, pending
+    await releasePass(PAST_DELAY_MS);
+    expect(await releaseIps()).toEqual(statesFor(excess, 'marked-for-release'));
+    harness.ec2.calls.reset();
+    for (let pass = 0; pass < 2; pass++) {
+      await releasePass();
+      expect(await marks()).toEqual(statesFor(excess, 'marked-for-release'));
+      expect(await releaseIps()).toEqual(statesFor(excess, 'marked-for-release'));
+      expect(await poolIps()).toEqual(sortIpv4([...kept, ...excess]));
+    }
+    expect(harness.ec2.calls.mutating()).toBe(0);
+
+    // The agent answers at last: from here the handshake runs as usual.
+    await agent.refresh();
+    expect(await releaseIps()).toEqual(statesFor(excess, 'ready-for-release'));
+    await cycle();
+    expect(await marks()).toEqual(statesFor(excess, 'ready-for-release'));
+    expect(await poolIps()).toEqual(kept);
+    await cycle();
+    expect(ec2Ips()).toEqual(kept);
+    for (const ip of excess) {
+      expect(handshakeHistory(ip)).toEqual([
+        'absent',
+        'marked-for-release',
+        'ready-for-release',
+        'released',
+        'absent',
+      ]);
     }
     expectInvariantsAtEveryVersion();
   });
