@@ -32,6 +32,15 @@
  *                     table's record has claimed (both take the other's annotation for foreign)
  *   MUT_UNASSIGN_BEFORE_PUBLISHED  (CIDR_RELEASE) a withdrawn CIDR is unassigned as soon as status
  *                     and allocated lack it, whatever record version the CiliumNode carries
+ *   MUT_NO_CLAIM      the allocation calls EC2 without first claiming the node (no lease write)
+ *   MUT_WITHDRAW_ALLOCATED  (CIDR_RELEASE) the sync withholds every withdrawing CIDR, also one the
+ *                     agent lists in spec.ipam.pools.allocated
+ *   MUT_UNGUARDED with AGENT=20 CIDR_RELEASE: a status write planned from a version whose
+ *                     allocated lacked the CIDR lands after the agent took it again
+ * Not modelled: the CiliumNode watcher. It only decides WHEN an allocate invocation runs, and the
+ * model already lets one start at any moment (and, for liveness, assumes one eventually does), so
+ * every watcher, a correct one or one that ignores its resume point, is covered; what the resume
+ * point saves (a full list and repeated invocations per watcher start) is cost, not an outcome.
  */
 
 #ifndef AGENT
@@ -310,7 +319,12 @@ inline demandTarget() {
 #define REASSIGNED(added) \
     if :: has(added, 0) && aMark0 == C_RELEASED -> aMark0 = C_NONE :: else fi; \
     if :: has(added, 1) && aMark1 == C_RELEASED -> aMark1 = C_NONE :: else fi
-#define WITHHELD(m0, m1) ((((m0) == C_WITHDRAWING -> 1 : 0) | ((m1) == C_WITHDRAWING -> 2 : 0)) & ~cAlloc)
+/* withdrawing CIDRs, less those `allocated` lists in the version read (MUT_WITHDRAW_ALLOCATED: all) */
+#ifdef MUT_WITHDRAW_ALLOCATED
+#define WITHHELD(m0, m1) (((m0) == C_WITHDRAWING -> 1 : 0) | ((m1) == C_WITHDRAWING -> 2 : 0))
+#else
+#define WITHHELD(m0, m1) ((((m0) == C_WITHDRAWING -> 1 : 0) | ((m1) == C_WITHDRAWING -> 2 : 0)) & ~S_Alloc)
+#endif
 #else
 #define TOMBSTONED(m0, m1) 0
 #define REASSIGNED(added) skip
@@ -353,8 +367,13 @@ inline allocateInvocation() {
   do
   :: aEni && count(aIps) >= aTarget -> break   /* [allocate-plan] nothing needed */
   :: else ->
-     /* [allocate-claim] / [allocate-progress] the lease, conditional on the version read */
+     /* [allocate-claim] / [allocate-progress] the lease, conditional on the version read
+        (MUT_NO_CLAIM: no write, EC2 is called on the record as read) */
+#ifdef MUT_NO_CLAIM
+     skip;
+#else
      STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished, true));
+#endif
      if
      :: !aEni ->
         /* [allocate-adopt] an ENI created for this instance but never attached, else
@@ -612,7 +631,8 @@ end_idle:
 #define S_Rel0 sRel0
 #define S_Rel1 sRel1
 #define S_Ann sAnn[id]
-#define SNAPSHOT sAnn[id] = cAnn; sStEni = cStEni; sStIps = cStIps; sPool = cPool; sRel0 = cRel[0]; sRel1 = cRel[1]
+#define S_Alloc sAlloc
+#define SNAPSHOT sAnn[id] = cAnn; sStEni = cStEni; sStIps = cStIps; sPool = cPool; sRel0 = cRel[0]; sRel1 = cRel[1]; sAlloc = cAlloc
 #else
 #define RV_MATCHES has(cFresh, id)
 #define S_StEni cStEni
@@ -621,6 +641,7 @@ end_idle:
 #define S_Rel0 cRel[0]
 #define S_Rel1 cRel[1]
 #define S_Ann cAnn
+#define S_Alloc cAlloc
 #define SNAPSHOT skip
 #endif
 
@@ -757,7 +778,7 @@ inline planSync() {
  * item itself: a sync may start at any moment.
  */
 proctype Sync(byte id) {
-  byte sStIps, sPool, sRel0, sRel1;
+  byte sStIps, sPool, sRel0, sRel1, sAlloc;
   bool sStEni;
   byte xIps, xMark0, xMark1;
   bool xEni, xStamp, done;
@@ -831,7 +852,7 @@ crashed:
 no_record:
      atomic {
        cFresh = cFresh & ~bit(id); sAnn[id] = 0; sStEni = false; sStIps = 0; sPool = 0;
-       sRel0 = 0; sRel1 = 0; xVer[id] = 0; xEni = false; xIps = 0; xMark0 = 0; xMark1 = 0; xStamp = false;
+       sRel0 = 0; sRel1 = 0; sAlloc = 0; xVer[id] = 0; xEni = false; xIps = 0; xMark0 = 0; xMark1 = 0; xStamp = false;
        done = false;
        SYNC_ENDS;
        renumber()

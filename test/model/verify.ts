@@ -231,6 +231,43 @@ const MUTATIONS: readonly Mutation[] = [
     expect: 'in_use_kept',
   },
   {
+    name: 'no-claim',
+    description:
+      'the allocation calls EC2 on the record as read, without first claiming the node (no lease write before the first mutation): two invocations that read the same version both create the ENI for the slot',
+    defines: ['MUT_NO_CLAIM', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=1'],
+    expect: 'one_eni_per_slot',
+  },
+  {
+    name: 'withdraw-allocated',
+    description:
+      'the sync withholds every withdrawing CIDR, also one the 1.20 agent lists in spec.ipam.pools.allocated (took again before the release planner dropped the entry): it leaves status while the agent holds it',
+    defines: [
+      'AGENT=20',
+      'CIDR_RELEASE',
+      'MUT_WITHDRAW_ALLOCATED',
+      'SYNCS=1',
+      'ALLOCATORS=1',
+      'MAXFAULTS=0',
+      'PODOPS=3',
+    ],
+    expect: 'allocated_kept',
+  },
+  {
+    name: 'unguarded-withdrawal',
+    description:
+      "CiliumNode patches without the resourceVersion test, with the 1.20 agent: a status write planned from a version whose allocated lacked a withdrawing CIDR lands after the agent took the CIDR again, so allocated_kept rests on the patch's test as much as on the filter",
+    defines: [
+      'AGENT=20',
+      'CIDR_RELEASE',
+      'MUT_UNGUARDED',
+      'SYNCS=1',
+      'ALLOCATORS=1',
+      'MAXFAULTS=0',
+      'PODOPS=3',
+    ],
+    expect: 'allocated_kept',
+  },
+  {
     name: 'zero-release-delay',
     description:
       'the timing assumption dropped: a new mark goes to marked-for-release while an answer from an aborted handshake is still on the CiliumNode',
