@@ -68,7 +68,7 @@ interface Answer {
   warnings?: string[];
 }
 
-type Route =
+export type Route =
   | { target: 'discovery'; body: unknown }
   | { target: 'collection' }
   | { target: 'object'; name: string; subresource: Subresource }
@@ -76,7 +76,7 @@ type Route =
 
 const CONFIG_MAP_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/configmaps(?:\/([^/]+))?\/?$/;
 
-function parseRoute(pathname: string): Route | undefined {
+export function parseRoute(pathname: string): Route | undefined {
   const discovery = DISCOVERY[pathname.replace(/\/$/, '') || '/'];
   if (discovery !== undefined) return { target: 'discovery', body: discovery };
   const configMap = CONFIG_MAP_PATH.exec(pathname);
@@ -97,7 +97,7 @@ function parseRoute(pathname: string): Route | undefined {
 }
 
 /** The verb kube-apiserver's RequestInfoResolver would give this request. */
-function requestInfo(route: Route, method: string, query: URLSearchParams): RequestInfo | undefined {
+export function requestInfo(route: Route, method: string, query: URLSearchParams): RequestInfo | undefined {
   if (route.target === 'discovery') return method === 'GET' ? { verb: 'discovery' } : undefined;
   if (route.target === 'configmaps') {
     const verbs: Record<string, RequestInfo['verb']> =

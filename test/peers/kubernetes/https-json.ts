@@ -1,0 +1,98 @@
+import { request as httpsRequest } from 'node:https';
+
+/**
+ * A minimal JSON-over-HTTPS client for the control plane's fixtures and the differential suite: it
+ * sends exactly the method, path, body and content type it is given (no client-side defaulting, no
+ * retries), so what a test compares is what the server answered.
+ */
+
+export interface HttpsJsonResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The parsed JSON body, or the raw text when the body is not JSON. */
+  readonly body: unknown;
+}
+
+export interface HttpsJsonClient {
+  request(method: string, path: string, body?: unknown, contentType?: string): Promise<HttpsJsonResponse>;
+  /** Opens a watch (`path` carries `watch=true`) and calls `onEvent` per line until `close()` or the server ends it. */
+  watch(path: string, onEvent: (event: unknown) => void): Promise<{ close(): void; ended: Promise<number> }>;
+}
+
+export interface HttpsJsonClientOptions {
+  /** `https://127.0.0.1:<port>` */
+  readonly url: string;
+  readonly caPem: string;
+  readonly token: string;
+}
+
+export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClient {
+  const base = new URL(options.url);
+  if (!/^127\.\d+\.\d+\.\d+$/.test(base.hostname))
+    throw new Error(`refusing a non-loopback server: ${options.url}`);
+  const requestOptions = (method: string, path: string, contentType?: string) => ({
+    method,
+    host: base.hostname,
+    port: base.port,
+    path,
+    ca: options.caPem,
+    headers: {
+      Authorization: `Bearer ${options.token}`,
+      Accept: 'application/json',
+      ...(contentType === undefined ? {} : { 'Content-Type': contentType }),
+    },
+  });
+  return {
+    request: (method, path, body, contentType) =>
+      new Promise((resolve, reject) => {
+        const payload =
+          body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+        const type = payload === undefined ? undefined : (contentType ?? 'application/json');
+        const request = httpsRequest(requestOptions(method, path, type), (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let parsed: unknown = text;
+            try {
+              parsed = text === '' ? undefined : JSON.parse(text);
+            } catch {
+              // Not JSON (e.g. /readyz's "ok"): keep the text.
+            }
+            resolve({ status: response.statusCode ?? 0, headers: response.headers, body: parsed });
+          });
+          response.on('error', reject);
+        });
+        request.on('error', reject);
+        request.end(payload);
+      }),
+    watch: (path, onEvent) =>
+      new Promise((resolve, reject) => {
+        const request = httpsRequest(requestOptions('GET', path), (response) => {
+          if (response.statusCode !== 200) {
+            reject(new Error(`watch ${path}: ${response.statusCode}`));
+            response.resume();
+            return;
+          }
+          let buffered = '';
+          const ended = new Promise<number>((resolveEnded) => {
+            response.on('close', () => resolveEnded(response.statusCode ?? 0));
+            response.on('error', () => resolveEnded(response.statusCode ?? 0));
+          });
+          response.on('data', (chunk: Buffer) => {
+            buffered += chunk.toString('utf8');
+            let newline = buffered.indexOf('\n');
+            while (newline >= 0) {
+              const line = buffered.slice(0, newline).trim();
+              buffered = buffered.slice(newline + 1);
+              if (line !== '') onEvent(JSON.parse(line));
+              newline = buffered.indexOf('\n');
+            }
+          });
+          resolve({ close: () => request.destroy(), ended });
+        });
+        request.on('error', reject);
+        request.end();
+      }),
+  };
+}
