@@ -73,7 +73,7 @@ export class KubernetesCiliumNodeApi implements CiliumNodePort, CiliumNodeWatchP
     try {
       return (await send({ ...RESOURCE, name, body: operations, ...this.fieldManager() })) as CiliumNode;
     } catch (error) {
-      throw translateWriteError(error, name);
+      throw translateWriteError(error, name, 'json-patch');
     }
   }
 
@@ -172,8 +172,21 @@ const RESOURCE = {
 /** The text evanphx/json-patch (what kube-apiserver uses) gives a failed `test` operation. */
 const FAILED_RESOURCE_VERSION_TEST = 'testing value /metadata/resourceVersion failed';
 
-/** Maps a write's ApiException to our errors; returns anything else unchanged, to be rethrown. */
-function translateWriteError(error: unknown, name: string): unknown {
+/**
+ * Maps a write's ApiException to our errors; returns anything else unchanged, to be rethrown.
+ *
+ * A JSON Patch that cannot be applied is answered 422 Invalid. Older servers name the failed `test`
+ * in a cause; kube-apiserver 1.36 sends only "the server rejected our request due to an error in our
+ * request" with no cause at all. Every patch we send starts with a `test` of the resourceVersion it
+ * was built from and only touches paths that exist at that version, so a patch that cannot be
+ * applied means the object changed since it was read: a lost race, retried like a 409. A schema
+ * violation is a 422 too, but always names its fields (`details.causes[].field`), and stays an error.
+ */
+function translateWriteError(
+  error: unknown,
+  name: string,
+  kind: 'json-patch' | 'create' = 'create',
+): unknown {
   if (!(error instanceof ApiException)) return error;
   const status = parseStatus(error.body);
   if (error.code === 404) return new CiliumNodeNotFoundError(name, { cause: error });
@@ -182,7 +195,10 @@ function translateWriteError(error: unknown, name: string): unknown {
       cause: error,
     });
   }
-  if (error.code === 422 && mentionsFailedResourceVersionTest(status)) {
+  if (
+    error.code === 422 &&
+    (mentionsFailedResourceVersionTest(status) || (kind === 'json-patch' && isUnappliablePatch(status)))
+  ) {
     return new ResourceVersionConflictError(
       name,
       'resourceVersion changed since it was read (JSON Patch test failed)',
@@ -197,7 +213,12 @@ function translateWriteError(error: unknown, name: string): unknown {
 interface KubeStatusBody {
   message?: string;
   reason?: string;
-  details?: { causes?: { message?: string }[] };
+  details?: { causes?: { message?: string; field?: string }[] };
+}
+
+/** 422 Invalid naming no field: the patch handler's answer to a patch that does not apply. */
+function isUnappliablePatch(status: KubeStatusBody | undefined): boolean {
+  return status?.reason === 'Invalid' && !(status.details?.causes ?? []).some((cause) => cause.field);
 }
 
 /** ApiException `.body` is the raw response text (a JSON `Status` from the API server). */

@@ -193,9 +193,8 @@ describe('patch', () => {
     expect(status).toMatchObject({
       reason: 'Invalid',
       message: 'the server rejected our request due to an error in our request',
-      details: {
-        causes: [{ reason: 'UnexpectedServerResponse', message: expect.stringContaining('test failed') }],
-      },
+      // kube-apiserver v1.36.3 names no cause (the differential suite checks it against the real one).
+      details: {},
     });
     expect(emulator.history()).toEqual(before);
     expect((await get('n1')).spec?.['instance-id']).toBe('i-1');
