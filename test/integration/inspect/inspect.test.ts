@@ -3,6 +3,7 @@ import type { NodeRecord } from '../../../functions/core/model.ts';
 import { syncNode } from '../../../functions/services/sync-node.ts';
 import { describeCiliumNode, describeRecord, inspectNode, parseInspectArgs } from '../../../infra/inspect.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { type KubernetesUnderTest, startKubernetes } from '../../support/kubernetes.ts';
 import {
   freshNode,
   putRecord,
@@ -13,12 +14,14 @@ import {
 
 /** `npm run inspect`: one node's record, lease, last error and CiliumNode, read from the real stores. */
 
+let kubernetes: KubernetesUnderTest;
 let env: SyncTestEnvironment;
 beforeAll(async () => {
-  env = await startSyncEnvironment();
+  kubernetes = await startKubernetes();
+  env = await startSyncEnvironment(kubernetes);
 });
 afterAll(async () => {
-  await env.close();
+  await kubernetes?.close();
 });
 
 const NOW = 1_800_000_000_000;

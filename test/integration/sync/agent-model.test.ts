@@ -1,10 +1,11 @@
 import { KubeConfig, Watch } from '@kubernetes/client-node';
-import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import { syncNode } from '../../../functions/services/sync-node.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
 import { type AgentObservation, observeAsAgent } from '../../support/cilium-agent-model.ts';
+import { type KubernetesUnderTest, startKubernetes } from '../../support/kubernetes.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 import { freshNode, putRecord, type SyncTestEnvironment, startSyncEnvironment } from './support.ts';
 
@@ -16,18 +17,19 @@ import { freshNode, putRecord, type SyncTestEnvironment, startSyncEnvironment } 
  */
 
 let table: TestNodeTable;
+let kubernetes: KubernetesUnderTest;
 let env: SyncTestEnvironment;
 let node: { instanceId: string; nodeName: string };
 
 beforeAll(async () => {
-  table = await createTestNodeTable();
+  [table, kubernetes] = await Promise.all([createTestNodeTable(), startKubernetes()]);
+});
+afterAll(async () => {
+  await kubernetes?.close();
 });
 beforeEach(async () => {
-  env = await startSyncEnvironment(table);
+  env = await startSyncEnvironment(kubernetes, table);
   node = freshNode();
-});
-afterEach(async () => {
-  await env.close();
 });
 
 const eth0 = eniFixture(0, 0);
@@ -45,7 +47,8 @@ async function watchAsAgent(): Promise<{
   stop: () => void;
 }> {
   const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(env.kubeconfigPath);
+  // The agent's own view, with an identity that may watch (the sync's may not).
+  kubeConfig.loadFromString(env.k8s.kubeconfigYaml());
   const observations: AgentObservation[] = [];
   const watching = await new Watch(kubeConfig).watch(
     '/apis/cilium.io/v2/ciliumnodes',
@@ -100,7 +103,7 @@ describe('the cilium agent model', () => {
         await putRecord(table, version);
         if (index === 2) {
           // The connection drops after the status write lands, before the spec write.
-          env.emulator.faults.inject({
+          env.k8s.faults.inject({
             match: { verb: 'patch', subresource: 'status' },
             kind: 'drop-after-apply',
           });
@@ -110,7 +113,7 @@ describe('the cilium agent model', () => {
         await Promise.all([1, 2, 3, 4].map(() => syncNode(node.instanceId, env.deps)));
       }
       const final = await env.deps.ciliumNodes.get(node.nodeName);
-      const stored = env.emulator.history(node.nodeName).length;
+      const stored = (await env.k8s.history(node.nodeName)).length;
       await expect.poll(agent.seen).toBe(stored);
       const rejected = agent.observations.filter((observation) => !observation.accepted);
       expect(rejected).toEqual([]);

@@ -5,6 +5,7 @@ import type { NodeRecord } from '../../../functions/core/model.ts';
 import type { SyncNodeSummary } from '../../../functions/services/sync-node.ts';
 import type { handler as syncHandler } from '../../../functions/sync/index.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { type KubernetesUnderTest, startKubernetes } from '../../support/kubernetes.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 import {
   freshNode,
@@ -16,10 +17,11 @@ import {
 
 /**
  * The Lambda handler as deployed: module-scope dependencies from the environment, real adapters,
- * DynamoDB Local and the Kubernetes emulator reached through KUBECONFIG.
+ * DynamoDB Local and kube-apiserver reached through KUBECONFIG.
  */
 
 let table: TestNodeTable;
+let kubernetes: KubernetesUnderTest;
 let env: SyncTestEnvironment;
 let handler: typeof syncHandler;
 
@@ -35,12 +37,12 @@ async function importHandler(variables: Record<string, string | undefined>): Pro
 }
 
 beforeAll(async () => {
-  table = await createTestNodeTable();
-  env = await startSyncEnvironment(table);
+  [table, kubernetes] = await Promise.all([createTestNodeTable(), startKubernetes()]);
+  env = await startSyncEnvironment(kubernetes, table);
   handler = await importHandler({ TABLE_NAME: table.tableName, KUBECONFIG: env.kubeconfigPath });
 });
 afterAll(async () => {
-  await env.close();
+  await kubernetes?.close();
 });
 
 function activeRecord(node: { instanceId: string; nodeName: string }, version = 1): NodeRecord {
@@ -117,13 +119,13 @@ describe('direct invokes', () => {
   ])(
     'rejects $case with InvalidInputError naming the field, and touches nothing',
     async ({ event, field }) => {
-      env.emulator.requests.reset();
+      await env.k8s.resetRequests();
       await expect(handler(event)).rejects.toMatchObject({
         name: InvalidInputError.name,
         message: expect.stringMatching(/^expected \{"instanceId":"i-…"\} or \{"all":true\}; /),
       });
       await expect(handler(event)).rejects.toThrow(field);
-      expect(env.emulator.requests.count()).toBe(0);
+      expect(await env.k8s.requests()).toHaveLength(0);
     },
   );
 
@@ -143,7 +145,7 @@ describe('direct invokes', () => {
 
     const broken = freshNode();
     await putRecord(table, activeRecord(broken));
-    const fault = env.emulator.faults.inject({
+    const fault = env.k8s.faults.inject({
       match: { verb: 'get', name: broken.nodeName },
       kind: 'server-error',
       times: Number.POSITIVE_INFINITY,
@@ -166,12 +168,12 @@ describe('DynamoDB stream batches', () => {
     await putRecord(table, activeRecord(healthy));
     await putRecord(table, activeRecord(healthy, 2));
     await putRecord(table, activeRecord(failing));
-    const fault = env.emulator.faults.inject({
+    const fault = env.k8s.faults.inject({
       match: { verb: 'get', name: failing.nodeName },
       kind: 'server-error',
       times: Number.POSITIVE_INFINITY,
     });
-    env.emulator.requests.reset();
+    await env.k8s.resetRequests();
     let response: DynamoDBBatchResponse;
     try {
       response = (await handler(
@@ -187,11 +189,11 @@ describe('DynamoDB stream batches', () => {
     }
     expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: '101' }] });
     // Two records named the healthy node; it was read (GET) once and synced from the latest version.
-    expect(env.emulator.requests.count({ verb: 'get', name: healthy.nodeName })).toBe(1);
+    expect(await env.k8s.requests({ verb: 'get', name: healthy.nodeName })).toHaveLength(1);
     expect((await env.deps.ciliumNodes.get(healthy.nodeName))?.metadata.annotations).toMatchObject({
       'serverless-eni-ipam.io/record-version': '2',
     });
-    expect(env.emulator.requests.count({ name: removed.nodeName })).toBe(0);
+    expect(await env.k8s.requests({ name: removed.nodeName })).toHaveLength(0);
   });
 
   it('treats a redelivered batch as a no-op', async () => {
@@ -199,8 +201,8 @@ describe('DynamoDB stream batches', () => {
     await putRecord(table, activeRecord(node));
     const event = streamEvent([{ eventName: 'INSERT', instanceId: node.instanceId, sequenceNumber: '200' }]);
     expect(await handler(event)).toEqual({ batchItemFailures: [] });
-    env.emulator.requests.reset();
+    await env.k8s.resetRequests();
     expect(await handler(event)).toEqual({ batchItemFailures: [] });
-    expect(writeRequests(env.emulator)).toBe(0);
+    expect(await writeRequests(env.k8s)).toBe(0);
   });
 });

@@ -7,12 +7,13 @@ import type { Log } from '../../../functions/core/ports.ts';
 import { KubernetesCiliumNodeApi } from '../../../functions/k8s/ciliumnode-api.ts';
 import { buildKubeConfig, kubernetesConnectionFromEnv } from '../../../functions/k8s/kube-config.ts';
 import type { SyncDependencies } from '../../../functions/services/sync-node.ts';
-import { type K8sEmulator, start } from '../../emulators/k8s/index.ts';
+import type { KubernetesUnderTest } from '../../support/kubernetes.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 
 /**
- * The sync's real adapters against the local stand-ins: DynamoDB Local (a fresh node table) and the
- * Kubernetes API emulator reached through a kubeconfig file, exactly as the Lambda connects.
+ * The sync's real adapters against the local stand-ins: DynamoDB Local (a fresh node table) and a
+ * Kubernetes API (the real kube-apiserver, or the emulator where a test injects faults) reached
+ * through a kubeconfig file, exactly as the Lambda connects.
  */
 
 export interface LogEntry {
@@ -41,17 +42,22 @@ export class RecordingLog implements Log {
 }
 
 export interface SyncTestEnvironment {
-  readonly emulator: K8sEmulator;
+  readonly k8s: KubernetesUnderTest;
   readonly kubeconfigPath: string;
   readonly table: TestNodeTable;
   readonly log: RecordingLog;
   readonly deps: SyncDependencies;
-  close(): Promise<void>;
 }
 
-export async function startSyncEnvironment(table?: TestNodeTable): Promise<SyncTestEnvironment> {
-  const emulator = await start();
-  const kubeconfigPath = emulator.writeKubeconfig();
+/**
+ * Fresh sync dependencies (a new client, a new log) on a running Kubernetes API: tests of one file
+ * share one server, and each uses node names of its own (`freshNode`).
+ */
+export async function startSyncEnvironment(
+  k8s: KubernetesUnderTest,
+  table?: TestNodeTable,
+): Promise<SyncTestEnvironment> {
+  const kubeconfigPath = k8s.writeKubeconfig(undefined, k8s.tokenOf('Sync'));
   const nodeTable = table ?? (await createTestNodeTable());
   const kubeConfig = buildKubeConfig(kubernetesConnectionFromEnv({ KUBECONFIG: kubeconfigPath }), {
     credentials: async () => {
@@ -59,13 +65,15 @@ export async function startSyncEnvironment(table?: TestNodeTable): Promise<SyncT
     },
   });
   const log = new RecordingLog();
+  // A fresh start on the shared server: no fault a previous test armed, no request it made.
+  k8s.faults.clear();
+  await k8s.resetRequests();
   return {
-    emulator,
+    k8s,
     kubeconfigPath,
     table: nodeTable,
     log,
     deps: { store: nodeTable.store, ciliumNodes: new KubernetesCiliumNodeApi(kubeConfig), log },
-    close: () => emulator.close(),
   };
 }
 
@@ -106,16 +114,16 @@ export function freshNode(): { instanceId: string; nodeName: string } {
   };
 }
 
-/** Invariants 1 and 6 over EVERY version the emulator stored for `name` (what any watcher could see). */
-export function expectInvariantsAtEveryVersion(
-  emulator: K8sEmulator,
+/** Invariants 1 and 6 over EVERY version the server stored for `name` (what any watcher could see). */
+export async function expectInvariantsAtEveryVersion(
+  k8s: KubernetesUnderTest,
   name: string,
   instanceId: string,
-): number {
-  const history = emulator.history(name);
+): Promise<number> {
+  const history = await k8s.history(name);
   for (const entry of history) {
     const object = entry.object as unknown as CiliumNode;
-    expect(checkStatusCoversSpec(object), `resourceVersion ${entry.resourceVersion} (${entry.verb})`).toEqual(
+    expect(checkStatusCoversSpec(object), `resourceVersion ${entry.resourceVersion} (${entry.type})`).toEqual(
       [],
     );
     expect(checkRightNode(object, instanceId), `resourceVersion ${entry.resourceVersion}`).toEqual([]);
@@ -123,9 +131,9 @@ export function expectInvariantsAtEveryVersion(
   return history.length;
 }
 
-/** Writes the emulator received (create, patch, update, delete), optionally for one object. */
-export function writeRequests(emulator: K8sEmulator, name?: string): number {
-  return emulator.requests
-    .all(name === undefined ? {} : { name })
-    .filter((request) => ['create', 'patch', 'update', 'delete'].includes(request.verb)).length;
+/** Writes the functions made (create, patch, update, delete) since the last reset, optionally of one object. */
+export async function writeRequests(k8s: KubernetesUnderTest, name?: string): Promise<number> {
+  return (await k8s.requests(name === undefined ? {} : { name })).filter((request) =>
+    ['create', 'patch', 'update', 'delete'].includes(request.verb),
+  ).length;
 }

@@ -1,5 +1,5 @@
 import { KubeConfig, Watch } from '@kubernetes/client-node';
-import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   type CiliumNode,
   type CiliumNodePort,
@@ -14,6 +14,7 @@ import type { NodeRecordStore } from '../../../functions/core/ports.ts';
 import { appliedRecordVersion } from '../../../functions/core/table-generation.ts';
 import { syncAll, syncNode } from '../../../functions/services/sync-node.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { type KubernetesUnderTest, startKubernetes } from '../../support/kubernetes.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 import {
   expectInvariantsAtEveryVersion,
@@ -25,18 +26,20 @@ import {
 } from './support.ts';
 
 let table: TestNodeTable;
+/** The real kube-apiserver (faults armed at its proxy), shared by the file's tests. */
+let kubernetes: KubernetesUnderTest;
 let env: SyncTestEnvironment;
 let node: { instanceId: string; nodeName: string };
 
 beforeAll(async () => {
-  table = await createTestNodeTable();
+  [table, kubernetes] = await Promise.all([createTestNodeTable(), startKubernetes()]);
+});
+afterAll(async () => {
+  await kubernetes?.close();
 });
 beforeEach(async () => {
-  env = await startSyncEnvironment(table);
+  env = await startSyncEnvironment(kubernetes, table);
   node = freshNode();
-});
-afterEach(async () => {
-  await env.close();
 });
 
 const eth0 = eniFixture(0, 0);
@@ -74,12 +77,12 @@ function expectPublished(cn: CiliumNode | undefined, record: NodeRecord): void {
   expect(cn && appliedRecordVersion(cn)).toBe(record.version);
 }
 
-describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
+describe('syncNode against DynamoDB Local and kube-apiserver', () => {
   it('creates a missing CiliumNode with an empty pool, fills it, grows and shrinks it; invariant 1 at every version', async () => {
     await putRecord(table, recordAt(1));
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'written', writes: 3 });
-    const [created] = env.emulator.history(node.nodeName);
-    expect(created?.verb).toBe('create');
+    const [created] = await env.k8s.history(node.nodeName);
+    expect(created?.type).toBe('ADDED');
     expect(created?.object.spec).toEqual({ 'instance-id': node.instanceId, ipam: { pool: {} } });
     expect(created?.object.metadata.annotations).toEqual({
       [RECORD_VERSION_ANNOTATION]: '1',
@@ -97,13 +100,14 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'written', writes: 2 });
     expectPublished(await current(), shrunk);
 
-    const versions = expectInvariantsAtEveryVersion(env.emulator, node.nodeName, node.instanceId);
+    const versions = await expectInvariantsAtEveryVersion(env.k8s, node.nodeName, node.instanceId);
     expect(versions).toBe(7); // create, status, spec; status, spec; spec-claim, status
   });
 
   it('a watcher sees only versions where status covers spec, across concurrent syncs of a growing and shrinking node', async () => {
     const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(env.kubeconfigPath);
+    // The agent's own view, with an identity that may watch (the sync's may not).
+    kubeConfig.loadFromString(env.k8s.kubeconfigYaml());
     const seen: CiliumNode[] = [];
     const watching = await new Watch(kubeConfig).watch(
       '/apis/cilium.io/v2/ciliumnodes',
@@ -131,7 +135,7 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
       // The point of the test: the syncs really raced (each round typically loses several writes).
       expect(conflicts).toBeGreaterThan(0);
       expectPublished(await current(), versions[3] as NodeRecord);
-      const stored = env.emulator.history(node.nodeName).length;
+      const stored = (await env.k8s.history(node.nodeName)).length;
       await expect.poll(() => seen.length).toBe(stored);
       for (const object of seen) {
         expect(checkStatusCoversSpec(object), `resourceVersion ${object.metadata.resourceVersion}`).toEqual(
@@ -146,10 +150,10 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
   it('finds everything matching and writes nothing (one GET, no write)', async () => {
     await putRecord(table, recordAt(1));
     await syncNode(node.instanceId, env.deps);
-    env.emulator.requests.reset();
+    await env.k8s.resetRequests();
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'in-sync', writes: 0 });
-    expect(env.emulator.requests.count()).toBe(1);
-    expect(writeRequests(env.emulator)).toBe(0);
+    expect(await env.k8s.requests()).toHaveLength(1);
+    expect(await writeRequests(env.k8s)).toBe(0);
   });
 
   it('never goes backwards: a sync still holding an older record version is a no-op', async () => {
@@ -161,12 +165,12 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
       get: async () => recordAt(1),
       listPage: (token) => table.store.listPage(token),
     };
-    env.emulator.requests.reset();
+    await env.k8s.resetRequests();
     expect(await syncNode(node.instanceId, { ...env.deps, store: staleStore })).toMatchObject({
       outcome: 'stale',
       writes: 0,
     });
-    expect(writeRequests(env.emulator)).toBe(0);
+    expect(await writeRequests(env.k8s)).toBe(0);
     expect(await current()).toEqual(before);
   });
 
@@ -177,7 +181,7 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
     await putRecord(table, newer);
     await syncNode(node.instanceId, env.deps);
     // The agent restarts: cilium replaces the CiliumNode's annotations with the Node's.
-    env.emulator.store.put({ ...(await current()), metadata: { name: node.nodeName, annotations: {} } });
+    await env.k8s.putCiliumNode({ ...(await current()), metadata: { name: node.nodeName, annotations: {} } });
     // A slow sync read version 1 before version 2 existed; every later read is fresh.
     let reads = 0;
     const slowStore: Pick<NodeRecordStore, 'get' | 'listPage'> = {
@@ -190,29 +194,29 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
       recordVersion: 2,
     });
     expectPublished(await current(), newer);
-    expectInvariantsAtEveryVersion(env.emulator, node.nodeName, node.instanceId);
+    await expectInvariantsAtEveryVersion(env.k8s, node.nodeName, node.instanceId);
   });
 
   it('heals a sync whose status landed but whose spec write failed (connection dropped)', async () => {
     await env.deps.ciliumNodes.create(agentCiliumNode());
     await putRecord(table, recordAt(1));
-    env.emulator.faults.inject({ match: { verb: 'patch', subresource: 'main' }, kind: 'drop-connection' });
+    env.k8s.faults.inject({ match: { verb: 'patch', subresource: 'main' }, kind: 'drop-connection' });
     await expect(syncNode(node.instanceId, env.deps)).rejects.toThrow();
     const halfway = await current();
     expect(halfway?.status?.eni?.enis).toEqual(desiredStatusEnis(recordAt(1)));
     expect(halfway?.spec?.ipam?.pool).toBeUndefined();
 
-    env.emulator.requests.reset();
+    await env.k8s.resetRequests();
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'written', writes: 1 });
-    expect(env.emulator.requests.count({ verb: 'patch', subresource: 'main' })).toBe(1);
+    expect(await env.k8s.requests({ verb: 'patch', subresource: 'main' })).toHaveLength(1);
     expectPublished(await current(), recordAt(1));
-    expectInvariantsAtEveryVersion(env.emulator, node.nodeName, node.instanceId);
+    await expectInvariantsAtEveryVersion(env.k8s, node.nodeName, node.instanceId);
   });
 
   it('treats a write whose answer was lost as done: the next sync finds everything matching', async () => {
     await env.deps.ciliumNodes.create(agentCiliumNode());
     await putRecord(table, recordAt(1));
-    env.emulator.faults.inject({ match: { verb: 'patch', subresource: 'main' }, kind: 'drop-after-apply' });
+    env.k8s.faults.inject({ match: { verb: 'patch', subresource: 'main' }, kind: 'drop-after-apply' });
     await expect(syncNode(node.instanceId, env.deps)).rejects.toThrow();
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'in-sync', writes: 0 });
     expectPublished(await current(), recordAt(1));
@@ -220,7 +224,7 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
 
   it("keeps the agent's status.ipam.used, its release answers and its spec fields", async () => {
     const eni1 = eniFixture(1, 3).id;
-    env.emulator.store.put({
+    await env.k8s.putCiliumNode({
       ...agentCiliumNode(),
       metadata: { name: node.nodeName, labels: { 'kubernetes.io/hostname': 'h' } },
       status: {
@@ -250,7 +254,7 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
   it('retries after a 409 from the server', async () => {
     await env.deps.ciliumNodes.create(agentCiliumNode());
     await putRecord(table, recordAt(1));
-    env.emulator.faults.inject({ match: { verb: 'patch', subresource: 'status' }, kind: 'conflict' });
+    env.k8s.faults.inject({ match: { verb: 'patch', subresource: 'status' }, kind: 'conflict' });
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({
       outcome: 'written',
       writes: 2,
@@ -274,7 +278,7 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
         if (!interfered) {
           interfered = true;
           const agentView = (await env.deps.ciliumNodes.get(name)) as CiliumNode;
-          env.emulator.store.put({
+          await env.k8s.putCiliumNode({
             ...agentView,
             status: {
               ...agentView.status,
@@ -290,7 +294,7 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
       writes: 2,
       conflicts: 1,
     });
-    const statusPatches = env.emulator.requests.all({ verb: 'patch', subresource: 'status' });
+    const statusPatches = await env.k8s.requests({ verb: 'patch', subresource: 'status' });
     expect(statusPatches.map((request) => request.statusCode)).toEqual([422, 200]);
     const synced = await current();
     expect(synced?.status?.ipam?.used).toEqual({ '10.0.17.12': { owner: 'pod', resource: eni1 } });
@@ -300,13 +304,13 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
   it('never writes a CiliumNode that belongs to another instance, and logs the refusal as an error', async () => {
     await env.deps.ciliumNodes.create(agentCiliumNode({ 'instance-id': 'i-0fffffffffffffff0' }));
     await putRecord(table, recordAt(1));
-    env.emulator.requests.reset();
+    await env.k8s.resetRequests();
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({
       outcome: 'refused-foreign',
       writes: 0,
     });
-    expect(writeRequests(env.emulator)).toBe(0);
-    expect(env.emulator.history(node.nodeName)).toHaveLength(1);
+    expect(await writeRequests(env.k8s)).toBe(0);
+    expect(await env.k8s.history(node.nodeName)).toHaveLength(1);
     expect(env.log.errors()).toEqual([
       expect.objectContaining({ fields: expect.objectContaining({ refusedSync: 'foreign-instance' }) }),
     ]);
@@ -316,13 +320,13 @@ describe('syncNode against DynamoDB Local and the Kubernetes emulator', () => {
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'no-record', writes: 0 });
     await putRecord(table, recordAt(1, undefined, { lifecycle: 'retired' }));
     expect(await syncNode(node.instanceId, env.deps)).toMatchObject({ outcome: 'retired', writes: 0 });
-    expect(env.emulator.requests.count()).toBe(0);
+    expect(await env.k8s.requests()).toHaveLength(0);
   });
 
   it('gives up with an error when every write keeps losing races', async () => {
     await env.deps.ciliumNodes.create(agentCiliumNode());
     await putRecord(table, recordAt(1));
-    env.emulator.faults.inject({
+    env.k8s.faults.inject({
       match: { verb: 'patch' },
       kind: 'conflict',
       times: Number.POSITIVE_INFINITY,
@@ -348,64 +352,56 @@ describe('syncNode in a cluster whose CiliumNode CRD predates ipv6-prefixes', ()
 describe('syncAll', () => {
   it('syncs every active record of the table, counting outcomes', async () => {
     const localTable = await createTestNodeTable();
-    const local = await startSyncEnvironment(localTable);
-    try {
-      const nodes = [freshNode(), freshNode(), freshNode()];
-      for (const [index, each] of nodes.entries()) {
-        await putRecord(
-          localTable,
-          nodeRecordFixture({ ...each, version: 1, lifecycle: index === 2 ? 'retired' : 'active' }),
-        );
-      }
-      const summary = await syncAll(local.deps, { concurrency: 2 });
-      expect(summary).toEqual({ nodes: 3, writes: 6, outcomes: { written: 2, retired: 1 }, failed: [] });
-      for (const each of nodes.slice(0, 2)) {
-        expect(await local.deps.ciliumNodes.get(each.nodeName)).toBeDefined();
-      }
-      expect(await local.deps.ciliumNodes.get(nodes[2]?.nodeName ?? '')).toBeUndefined();
-    } finally {
-      await local.close();
+    const local = await startSyncEnvironment(kubernetes, localTable);
+    const nodes = [freshNode(), freshNode(), freshNode()];
+    for (const [index, each] of nodes.entries()) {
+      await putRecord(
+        localTable,
+        nodeRecordFixture({ ...each, version: 1, lifecycle: index === 2 ? 'retired' : 'active' }),
+      );
     }
+    const summary = await syncAll(local.deps, { concurrency: 2 });
+    expect(summary).toEqual({ nodes: 3, writes: 6, outcomes: { written: 2, retired: 1 }, failed: [] });
+    for (const each of nodes.slice(0, 2)) {
+      expect(await local.deps.ciliumNodes.get(each.nodeName)).toBeDefined();
+    }
+    expect(await local.deps.ciliumNodes.get(nodes[2]?.nodeName ?? '')).toBeUndefined();
   });
 
   it('counts a node in sync with its listed record without reading the record again, and still heals one that is not', async () => {
     const localTable = await createTestNodeTable();
-    const local = await startSyncEnvironment(localTable);
-    try {
-      const nodes = [freshNode(), freshNode()];
-      for (const each of nodes) await putRecord(localTable, nodeRecordFixture({ ...each, version: 1 }));
-      await syncAll(local.deps, { concurrency: 2 });
-      let gets = 0;
-      const store = local.deps.store;
-      const counting = {
-        ...local.deps,
-        store: {
-          get: (instanceId: string) => {
-            gets++;
-            return store.get(instanceId);
-          },
-          listPage: (token?: string) => store.listPage(token),
+    const local = await startSyncEnvironment(kubernetes, localTable);
+    const nodes = [freshNode(), freshNode()];
+    for (const each of nodes) await putRecord(localTable, nodeRecordFixture({ ...each, version: 1 }));
+    await syncAll(local.deps, { concurrency: 2 });
+    let gets = 0;
+    const store = local.deps.store;
+    const counting = {
+      ...local.deps,
+      store: {
+        get: (instanceId: string) => {
+          gets++;
+          return store.get(instanceId);
         },
-      };
+        listPage: (token?: string) => store.listPage(token),
+      },
+    };
 
-      // The steady state: every CiliumNode shows its record's version; no record is read again.
-      expect(await syncAll(counting, { concurrency: 2 })).toEqual({
-        nodes: 2,
-        writes: 0,
-        outcomes: { 'in-sync': 2 },
-        failed: [],
-      });
-      expect(gets).toBe(0);
+    // The steady state: every CiliumNode shows its record's version; no record is read again.
+    expect(await syncAll(counting, { concurrency: 2 })).toEqual({
+      nodes: 2,
+      writes: 0,
+      outcomes: { 'in-sync': 2 },
+      failed: [],
+    });
+    expect(gets).toBe(0);
 
-      // A CiliumNode replaced since its record was written: the full sync, from a consistent read.
-      const replaced = nodes[0] as (typeof nodes)[number];
-      local.emulator.store.delete(replaced.nodeName);
-      const healed = await syncAll(counting, { concurrency: 2 });
-      expect(healed.outcomes).toEqual({ written: 1, 'in-sync': 1 });
-      expect(gets).toBeGreaterThan(0);
-      expect(await local.deps.ciliumNodes.get(replaced.nodeName)).toBeDefined();
-    } finally {
-      await local.close();
-    }
+    // A CiliumNode replaced since its record was written: the full sync, from a consistent read.
+    const replaced = nodes[0] as (typeof nodes)[number];
+    await local.k8s.deleteCiliumNode(replaced.nodeName);
+    const healed = await syncAll(counting, { concurrency: 2 });
+    expect(healed.outcomes).toEqual({ written: 1, 'in-sync': 1 });
+    expect(gets).toBeGreaterThan(0);
+    expect(await local.deps.ciliumNodes.get(replaced.nodeName)).toBeDefined();
   });
 });

@@ -11,6 +11,7 @@ import { desiredPool } from '../../../functions/core/ciliumnode-render.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import type { handler as syncHandler } from '../../../functions/sync/index.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { type KubernetesUnderTest, startKubernetes } from '../../support/kubernetes.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 import {
   expectInvariantsAtEveryVersion,
@@ -33,6 +34,7 @@ import {
 
 let original: TestNodeTable;
 let restored: TestNodeTable;
+let kubernetes: KubernetesUnderTest;
 let env: SyncTestEnvironment;
 const nodes = [freshNode(), freshNode()];
 
@@ -75,16 +77,16 @@ async function restoreInto(table: TestNodeTable, record: NodeRecord): Promise<vo
   );
 }
 
-const poolOf = (name: string) =>
-  Object.keys((env.emulator.store.get(name) as CiliumNode | undefined)?.spec?.ipam?.pool ?? {}).sort();
+const poolOf = async (name: string) =>
+  Object.keys(((await env.k8s.getCiliumNode(name)) as CiliumNode | undefined)?.spec?.ipam?.pool ?? {}).sort();
 
 beforeAll(async () => {
-  original = await createTestNodeTable();
-  env = await startSyncEnvironment(original);
+  [original, kubernetes] = await Promise.all([createTestNodeTable(), startKubernetes()]);
+  env = await startSyncEnvironment(kubernetes, original);
   restored = await createTestNodeTable();
 });
 afterAll(async () => {
-  await env.close();
+  await kubernetes?.close();
 });
 
 describe('a table restored to a point in time, under a new name', () => {
@@ -100,16 +102,16 @@ describe('a table restored to a point in time, under a new name', () => {
     expect(before).toMatchObject({ failed: [] });
     const published = new Map<string, string[]>();
     for (const node of nodes) {
-      expect(env.emulator.store.get(node.nodeName)?.metadata.annotations).toMatchObject({
+      expect((await env.k8s.getCiliumNode(node.nodeName))?.metadata.annotations).toMatchObject({
         [RECORD_VERSION_ANNOTATION]: '6',
         [RECORD_TABLE_ANNOTATION]: oldGeneration,
       });
-      published.set(node.nodeName, poolOf(node.nodeName));
-      expect(poolOf(node.nodeName)).toHaveLength(6);
+      published.set(node.nodeName, await poolOf(node.nodeName));
+      expect(await poolOf(node.nodeName)).toHaveLength(6);
     }
-    const versionsBefore = new Map(
-      nodes.map((node) => [node.nodeName, env.emulator.history(node.nodeName).length]),
-    );
+    const versionsBefore = new Map<string, number>();
+    for (const node of nodes)
+      versionsBefore.set(node.nodeName, (await env.k8s.history(node.nodeName)).length);
 
     // Restored to the time of version 2 (2 IPs; EC2 and the pool have 6 since): the item keeps the
     // old table's stamp. The sync from the new table waits.
@@ -123,39 +125,39 @@ describe('a table restored to a point in time, under a new name', () => {
     const after = await (await importHandler(restored.tableName))({ all: true });
     expect(after).toMatchObject({ nodes: 2, failed: [], outcomes: { written: 2 } });
     for (const node of nodes) {
-      const cn = env.emulator.store.get(node.nodeName) as CiliumNode | undefined;
+      const cn = (await env.k8s.getCiliumNode(node.nodeName)) as CiliumNode | undefined;
       expect(cn?.metadata.annotations).toMatchObject({
         [RECORD_VERSION_ANNOTATION]: '3',
         [RECORD_TABLE_ANNOTATION]: newGeneration,
       });
       expect(cn?.spec?.ipam?.pool).toEqual(desiredPool(recordAt(node, 3, 6)));
       // Not one CiliumNode version since the restore lacks an IP the pool had: none was dropped.
-      for (const entry of env.emulator.history(node.nodeName).slice(versionsBefore.get(node.nodeName))) {
+      for (const entry of (await env.k8s.history(node.nodeName)).slice(versionsBefore.get(node.nodeName))) {
         const pool = Object.keys((entry.object as unknown as CiliumNode).spec?.ipam?.pool ?? {});
         expect(published.get(node.nodeName)?.filter((ip) => !pool.includes(ip))).toEqual([]);
       }
-      expectInvariantsAtEveryVersion(env.emulator, node.nodeName, node.instanceId);
+      await expectInvariantsAtEveryVersion(env.k8s, node.nodeName, node.instanceId);
     }
 
     // And it goes on: the next record version of the restored table is published too.
     const first = nodes[0] as { instanceId: string; nodeName: string };
     await restored.store.put(recordAt(first, 4, 7, newGeneration), 3);
     await (await importHandler(restored.tableName))({ instanceId: first.instanceId });
-    expect(env.emulator.store.get(first.nodeName)?.metadata.annotations?.[RECORD_VERSION_ANNOTATION]).toBe(
-      '4',
-    );
+    expect(
+      (await env.k8s.getCiliumNode(first.nodeName))?.metadata.annotations?.[RECORD_VERSION_ANNOTATION],
+    ).toBe('4');
   });
 
   it('never lets a sync still running against the older table write over what the newer one published', async () => {
     const first = nodes[0] as { instanceId: string; nodeName: string };
-    const historyBefore = env.emulator.history(first.nodeName).length;
-    const poolBefore = poolOf(first.nodeName);
+    const historyBefore = (await env.k8s.history(first.nodeName)).length;
+    const poolBefore = await poolOf(first.nodeName);
     // The old table's record (version 6, 6 IPs) lacks the IP the new deployment published since.
     const old = await (await importHandler(original.tableName))({ instanceId: first.instanceId });
     expect(old).toMatchObject({ outcome: 'superseded', writes: 0 });
     const all = await (await importHandler(original.tableName))({ all: true });
     expect(all).toMatchObject({ writes: 0, outcomes: { superseded: 2 } });
-    expect(env.emulator.history(first.nodeName)).toHaveLength(historyBefore);
-    expect(poolOf(first.nodeName)).toEqual(poolBefore);
+    expect(await env.k8s.history(first.nodeName)).toHaveLength(historyBefore);
+    expect(await poolOf(first.nodeName)).toEqual(poolBefore);
   });
 });
