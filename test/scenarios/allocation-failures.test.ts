@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Ec2NetworkPort, NodeRecordStore } from '../../functions/core/ports.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
+import type { CiliumNodeObject } from '../emulators/k8s/index.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
 
 let harness: AllocationHarness;
@@ -176,15 +177,13 @@ describe('addresses EC2 gave an invocation that never recorded them', () => {
     expect(first?.secondaryPrivateIpAddresses).toHaveLength(8);
 
     // Demand rises to 13: 1 more fills the ENI (9 secondaries on m5.large), 4 go on a new one.
-    const node = harness.k8s.store.get(instance.privateDnsName) as unknown as {
+    const node = (await harness.k8s.getCiliumNode(instance.privateDnsName)) as CiliumNodeObject & {
       spec: { ipam?: Record<string, unknown> };
     };
-    harness.k8s.store.update(
-      instance.privateDnsName,
-      { ...node, spec: { ...node.spec, ipam: { ...node.spec.ipam, 'min-allocate': 13 } } },
-      'main',
-      'update',
-    );
+    await harness.k8s.replaceCiliumNode({
+      ...node,
+      spec: { ...node.spec, ipam: { ...node.spec.ipam, 'min-allocate': 13 } },
+    });
     // The first invocation is given the 9th address and dies before recording it; our record of
     // the ENI (written moments ago) stays the fresher view for the next one.
     const crashed = harness.dependencies();

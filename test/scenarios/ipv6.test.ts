@@ -147,7 +147,7 @@ describe('an IPv6 node (a 1.20 agent with IPv6 on a dual-stack subnet)', () => {
     expect(h.ec2.calls.count('AssignIpv6Addresses')).toBe(0);
     expectInUseOnEc2(h, instance, agent);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(h, instance, agent.writtenVersions);
+    await expectMultiPoolInvariants(h, instance, agent.writtenVersions);
   });
 
   it('an agent that turns IPv6 on later, IPv4 satisfied: the /80 alone on the ENI it already has', async () => {
@@ -173,7 +173,11 @@ describe('an IPv6 node (a 1.20 agent with IPv6 on a dual-stack subnet)', () => {
     expect(h.ec2.calls.count('AssignIpv6Addresses')).toBe(1);
     expect('ip' in agent.model.allocate('pod-a', 'ipv6', h.clock.now())).toBe(true);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(h, instance, new Set([...ipv4Agent.writtenVersions, ...agent.writtenVersions]));
+    await expectMultiPoolInvariants(
+      h,
+      instance,
+      new Set([...ipv4Agent.writtenVersions, ...agent.writtenVersions]),
+    );
   });
 });
 
@@ -214,7 +218,7 @@ describe('a node that cannot have IPv6, or does not ask for it', () => {
       (await h.ciliumNodes.get(instance.privateDnsName))?.status?.ipam?.['operator-status']?.error,
     ).toMatch(/^NoDualStackSubnet/);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(h, instance, agent.writtenVersions);
+    await expectMultiPoolInvariants(h, instance, agent.writtenVersions);
   });
 
   it('a 1.19 node and an IPv4-only 1.20 node on dual-stack subnets are served exactly as before: no /80', async () => {
@@ -248,6 +252,6 @@ describe('a node that cannot have IPv6, or does not ask for it', () => {
     const oldNode = await h.ciliumNodes.get(old.privateDnsName);
     expect(oldNode && observeAsAgent(oldNode).accepted).toBe(true);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(h, current, agent.writtenVersions);
+    await expectMultiPoolInvariants(h, current, agent.writtenVersions);
   });
 });

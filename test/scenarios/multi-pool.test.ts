@@ -135,7 +135,7 @@ describe('a 1.20 (multi-pool) node', () => {
     // The dual-written pool still names every published IP (a downgraded 1.19 agent needs it).
     expect(Object.keys(node.spec?.ipam?.pool ?? {})).toHaveLength(8);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+    await expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
   });
 
   it('grows with its requested demand to 20 pods on an m5.xlarge with pre-allocate 4, every pod gets an IP', async () => {
@@ -168,7 +168,7 @@ describe('a 1.20 (multi-pool) node', () => {
       .reduce((sum, eni) => sum + eni.secondaryPrivateIpAddresses.length, 0);
     expect(available).toBeGreaterThanOrEqual(24);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+    await expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
   });
 });
 
@@ -220,7 +220,7 @@ describe('a 1.19 and a 1.20 node side by side', () => {
     expect(observeAsAgent(await ciliumNodeOf(old)).accepted).toBe(true);
     expect(agent.model.problems).toEqual([]);
     expectInUseIpsOnEc2(current, agent);
-    expectMultiPoolInvariants(harness, current, agent.writtenVersions);
+    await expectMultiPoolInvariants(harness, current, agent.writtenVersions);
   });
 });
 
@@ -291,7 +291,7 @@ describe('release after demand falls (excess release on)', () => {
     await runPods(instance, agent, pods.slice(5), 4, sweepCycle);
     expect(agent.model.inUseIps()).toHaveLength(20);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+    await expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
   });
 
   it('does not publish a released CIDR again while EC2 Describe still lists it (tombstones against eventual consistency)', async () => {
@@ -322,7 +322,7 @@ describe('release after demand falls (excess release on)', () => {
     expect(listedAfterUnassign.size, 'Describe listed unassigned addresses for a while').toBeGreaterThan(0);
     expect(ec2SecondaryIps(instance)).toBe(5 + 4);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+    await expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
   });
 });
 
@@ -457,7 +457,7 @@ describe('a slow sync next to the CIDR release (a CIDR assigned but not yet publ
     expect(derivableButUnassigned(final)).toEqual([]);
     await agent.driver.observe();
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+    await expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
   });
 });
 
@@ -511,9 +511,9 @@ describe('a 1.19 node whose ENI becomes excluded (first-interface-index 0 → 1 
     const record = await harness.table.store.get(instance.instanceId);
     expect(record?.excessMarks ?? {}).toEqual({});
     // Every pool removal went through the handshake, at every version.
-    const history = harness.k8s
-      .history(instance.privateDnsName)
-      .map((entry) => entry.object as unknown as CiliumNode);
+    const history = (await harness.k8s.history(instance.privateDnsName)).map(
+      (entry) => entry.object as unknown as CiliumNode,
+    );
     for (let index = 1; index < history.length; index++) {
       expect(
         checkPoolRemovalsHandshaken(history[index - 1] as CiliumNode, history[index] as CiliumNode),
@@ -594,9 +594,9 @@ describe('upgrade in place from 1.19 to 1.20, and the downgrade back', () => {
       expect(assigned.has(ip), `${pod}'s ${ip} still on EC2`).toBe(true);
       expect(finalPool[ip], `${pod}'s ${ip} still in the pool`).toBeDefined();
     }
-    const history = harness.k8s
-      .history(instance.privateDnsName)
-      .map((entry) => entry.object as unknown as CiliumNode);
+    const history = (await harness.k8s.history(instance.privateDnsName)).map(
+      (entry) => entry.object as unknown as CiliumNode,
+    );
     for (let index = 1; index < history.length; index++) {
       const [before, after] = [history[index - 1] as CiliumNode, history[index] as CiliumNode];
       expect(checkStatusCoversSpec(after)).toEqual([]);
@@ -648,6 +648,6 @@ describe('prefix delegation for a 1.20 node', () => {
     expect(harness.ec2.calls.countWithOutcome('client-error', 'UnassignPrivateIpAddresses')).toBe(0);
     expect(agent.model.inUseIps()).toHaveLength(2);
     expect(agent.model.problems).toEqual([]);
-    expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
+    await expectMultiPoolInvariants(harness, instance, agent.writtenVersions);
   });
 });

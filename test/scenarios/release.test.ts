@@ -220,12 +220,12 @@ async function growThenShrink(): Promise<{ excess: string[]; kept: string[] }> {
 }
 
 /** Invariants 1 and 6 over EVERY version the Kubernetes emulator stored for the node. */
-function expectInvariantsAtEveryVersion(): void {
-  const history = harness.k8s.history(instance.privateDnsName);
+async function expectInvariantsAtEveryVersion(): Promise<void> {
+  const history = await harness.k8s.history(instance.privateDnsName);
   expect(history.length).toBeGreaterThan(10);
   for (const entry of history) {
     const object = entry.object as unknown as CiliumNode;
-    expect(checkStatusCoversSpec(object), `resourceVersion ${entry.resourceVersion} (${entry.verb})`).toEqual(
+    expect(checkStatusCoversSpec(object), `resourceVersion ${entry.resourceVersion} (${entry.type})`).toEqual(
       [],
     );
     expect(checkRightNode(object, instance.instanceId)).toEqual([]);
@@ -233,9 +233,9 @@ function expectInvariantsAtEveryVersion(): void {
 }
 
 /** The successive values (repeats collapsed) of one IP's `release-ips` entry over every stored version. */
-function handshakeHistory(ip: string): (ReleaseStatus | 'absent')[] {
+async function handshakeHistory(ip: string): Promise<(ReleaseStatus | 'absent')[]> {
   const states: (ReleaseStatus | 'absent')[] = [];
-  for (const entry of harness.k8s.history(instance.privateDnsName)) {
+  for (const entry of await harness.k8s.history(instance.privateDnsName)) {
     const object = entry.object as unknown as CiliumNode;
     const state = object.status?.ipam?.['release-ips']?.[ip] ?? 'absent';
     if (states[states.length - 1] !== state) states.push(state);
@@ -244,10 +244,10 @@ function handshakeHistory(ip: string): (ReleaseStatus | 'absent')[] {
 }
 
 /** The index of the first stored version from `fromIndex` on that satisfies `test`, or -1. */
-function firstVersionWhere(test: (object: CiliumNode) => boolean, fromIndex = 0): number {
-  return harness.k8s
-    .history(instance.privateDnsName)
-    .findIndex((entry, index) => index >= fromIndex && test(entry.object as unknown as CiliumNode));
+async function firstVersionWhere(test: (object: CiliumNode) => boolean, fromIndex = 0): Promise<number> {
+  return (await harness.k8s.history(instance.privateDnsName)).findIndex(
+    (entry, index) => index >= fromIndex && test(entry.object as unknown as CiliumNode),
+  );
 }
 
 describe('excess IPs are released through the handshake', () => {
@@ -299,7 +299,7 @@ describe('excess IPs are released through the handshake', () => {
     expect(agent.usedIps().every((ip) => kept.includes(ip))).toBe(true);
 
     for (const ip of excess) {
-      expect(handshakeHistory(ip)).toEqual([
+      expect(await handshakeHistory(ip)).toEqual([
         'absent',
         'marked-for-release',
         'ready-for-release',
@@ -308,21 +308,21 @@ describe('excess IPs are released through the handshake', () => {
       ]);
       // The IP leaves the pool before status stops covering it, and `released` is only ever shown
       // once both are true.
-      const outOfPool = firstVersionWhere(
+      const outOfPool = await firstVersionWhere(
         (cn) =>
           cn.spec?.ipam?.pool?.[ip] === undefined &&
           cn.status?.ipam?.['release-ips']?.[ip] === 'ready-for-release',
       );
-      const outOfStatus = firstVersionWhere(
+      const outOfStatus = await firstVersionWhere(
         (cn) => Object.values(cn.status?.eni?.enis ?? {}).every((eni) => !(eni.addresses ?? []).includes(ip)),
         outOfPool,
       );
-      const released = firstVersionWhere((cn) => cn.status?.ipam?.['release-ips']?.[ip] === 'released');
+      const released = await firstVersionWhere((cn) => cn.status?.ipam?.['release-ips']?.[ip] === 'released');
       expect(outOfPool).toBeGreaterThan(0);
       expect(outOfStatus).toBeGreaterThan(outOfPool);
       expect(released).toBeGreaterThanOrEqual(outOfStatus);
     }
-    expectInvariantsAtEveryVersion();
+    await expectInvariantsAtEveryVersion();
   });
 
   it('waits for the agent: release passes between marked-for-release and its answer change nothing', async () => {
@@ -351,7 +351,7 @@ describe('excess IPs are released through the handshake', () => {
     await cycle();
     expect(ec2Ips()).toEqual(kept);
     for (const ip of excess) {
-      expect(handshakeHistory(ip)).toEqual([
+      expect(await handshakeHistory(ip)).toEqual([
         'absent',
         'marked-for-release',
         'ready-for-release',
@@ -359,7 +359,7 @@ describe('excess IPs are released through the handshake', () => {
         'absent',
       ]);
     }
-    expectInvariantsAtEveryVersion();
+    await expectInvariantsAtEveryVersion();
   });
 
   it('keeps an IP the agent answers do-not-release for (handed to a pod before it was published)', async () => {
@@ -370,7 +370,7 @@ describe('excess IPs are released through the handshake', () => {
     // its next refresh, which is the one that answers the handshake.
     expect(await agent.allocateUpTo(3, { report: false })).toEqual([claimed]);
     await cycle(PAST_DELAY_MS);
-    expect(handshakeHistory(claimed)).toEqual(['absent', 'marked-for-release', 'do-not-release']);
+    expect(await handshakeHistory(claimed)).toEqual(['absent', 'marked-for-release', 'do-not-release']);
     expect(await releaseIps()).toEqual({
       [claimed]: 'do-not-release',
       ...statesFor(others, 'ready-for-release'),
@@ -384,7 +384,7 @@ describe('excess IPs are released through the handshake', () => {
     expect(ec2Ips()).toHaveLength(5);
     expect(await marks()).toEqual({});
     expect(await releaseIps()).toEqual({});
-    expectInvariantsAtEveryVersion();
+    await expectInvariantsAtEveryVersion();
   });
 });
 
@@ -406,7 +406,12 @@ describe('demand rising mid-handshake', () => {
     expect(await poolIps()).toEqual(sortIpv4([...kept, third, fourth]));
     expect(await marks()).toEqual(statesFor([first, second], 'released'));
     for (const ip of [third, fourth]) {
-      expect(handshakeHistory(ip)).toEqual(['absent', 'marked-for-release', 'ready-for-release', 'absent']);
+      expect(await handshakeHistory(ip)).toEqual([
+        'absent',
+        'marked-for-release',
+        'ready-for-release',
+        'absent',
+      ]);
     }
 
     // The restored IPs are usable again: the agent hands them out, and the pool grows back to its
@@ -418,7 +423,7 @@ describe('demand rising mid-handshake', () => {
     expect(await marks()).toEqual({});
     expect(ec2Ips()).toHaveLength(8);
     expect(await poolIps()).toEqual(ec2Ips());
-    expectInvariantsAtEveryVersion();
+    await expectInvariantsAtEveryVersion();
   });
 
   it('aborts the whole handshake when the watermark rises: nothing unassigned, every IP back in the pool', async () => {
@@ -443,9 +448,14 @@ describe('demand rising mid-handshake', () => {
     expect(await marks()).toEqual({});
     expect(await releaseIps()).toEqual({});
     for (const ip of excess) {
-      expect(handshakeHistory(ip)).toEqual(['absent', 'marked-for-release', 'ready-for-release', 'absent']);
+      expect(await handshakeHistory(ip)).toEqual([
+        'absent',
+        'marked-for-release',
+        'ready-for-release',
+        'absent',
+      ]);
     }
-    expectInvariantsAtEveryVersion();
+    await expectInvariantsAtEveryVersion();
   });
 });
 
@@ -499,7 +509,7 @@ describe('failures and concurrency', () => {
     await cycle();
     expect(ec2Ips()).toEqual(kept);
     expect(await marks()).toEqual(statesFor(excess, 'released'));
-    expectInvariantsAtEveryVersion();
+    await expectInvariantsAtEveryVersion();
   });
 
   it('an unassignment that happened but was never recorded (a crash) completes as released', async () => {
@@ -514,7 +524,7 @@ describe('failures and concurrency', () => {
     expect(harness.ec2.calls.count('UnassignPrivateIpAddresses')).toBe(0);
     expect(ec2Ips()).toEqual(kept);
     for (const ip of excess) {
-      expect(handshakeHistory(ip)).toEqual([
+      expect(await handshakeHistory(ip)).toEqual([
         'absent',
         'marked-for-release',
         'ready-for-release',
@@ -524,7 +534,7 @@ describe('failures and concurrency', () => {
     }
     await cycle();
     expect(await marks()).toEqual({});
-    expectInvariantsAtEveryVersion();
+    await expectInvariantsAtEveryVersion();
   });
 });
 

@@ -32,7 +32,9 @@ let harness: AllocationHarness;
 let leases: DynamoWatchLeaseStore;
 
 beforeEach(async () => {
-  harness = await startAllocationHarness({ settings: { leaseDurationMs: 2_000 } });
+  // On the emulator: these scenarios compact its history on demand and count its open watches
+  // (the watch expired by compaction on the real server is in test/integration/kubernetes-restart).
+  harness = await startAllocationHarness({ settings: { leaseDurationMs: 2_000 }, kubernetes: 'emulator' });
   const tableName = `watch-${randomUUID()}`;
   await harness.table.client.send(
     new CreateTableCommand({
@@ -126,7 +128,7 @@ async function blockedNode(): Promise<InstanceRecord> {
 }
 
 function poolSize(instance: InstanceRecord): number {
-  const node = harness.k8s.store.get(instance.privateDnsName) as unknown as {
+  const node = harness.k8s.emulator!.store.get(instance.privateDnsName) as unknown as {
     spec?: { ipam?: { pool?: object } };
   };
   return Object.keys(node?.spec?.ipam?.pool ?? {}).length;
@@ -134,7 +136,7 @@ function poolSize(instance: InstanceRecord): number {
 
 /** The agent starting pods: `count` pool IPs reported in status.ipam.used. */
 function startPods(instance: InstanceRecord, count: number): void {
-  const node = harness.k8s.store.get(instance.privateDnsName) as unknown as {
+  const node = harness.k8s.emulator!.store.get(instance.privateDnsName) as unknown as {
     spec: { ipam: { pool: Record<string, unknown> } };
     status?: Record<string, unknown>;
   };
@@ -143,7 +145,7 @@ function startPods(instance: InstanceRecord, count: number): void {
       .slice(0, count)
       .map((ip, index) => [ip, { owner: `default/pod-${index}`, resource: '' }]),
   );
-  harness.k8s.store.update(
+  harness.k8s.emulator!.store.update(
     instance.privateDnsName,
     { ...node, status: { ...node.status, ipam: { used } } },
     'status',
@@ -156,11 +158,11 @@ function startPods(instance: InstanceRecord, count: number): void {
  * (it requests in-use plus pending plus its pre-allocation of 8), `status.ipam.used` left empty.
  */
 function requestAsMultiPoolAgent(instance: InstanceRecord, count: number): void {
-  const node = harness.k8s.store.get(instance.privateDnsName) as unknown as {
+  const node = harness.k8s.emulator!.store.get(instance.privateDnsName) as unknown as {
     spec: { ipam: Record<string, unknown> };
   };
   const requested = [{ pool: 'default', needed: { 'ipv4-addrs': 8 + count } }];
-  harness.k8s.store.update(
+  harness.k8s.emulator!.store.update(
     instance.privateDnsName,
     { ...node, spec: { ...node.spec, ipam: { ...node.spec.ipam, pools: { requested } } } },
     'main',
@@ -179,7 +181,7 @@ describe('the CiliumNode watcher', () => {
   it("serves a node's demand with no sweep running, once, and hands the lease back with its resume point", async () => {
     const instance = await readyNode();
     const watching = watchFor(2_500);
-    await vi.waitFor(() => expect(harness.k8s.openWatches()).toBe(1));
+    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
     startPods(instance, 5);
     await vi.waitFor(() => expect(poolSize(instance)).toBe(13), { timeout: 5_000 });
     const summary = await watching;
@@ -194,7 +196,7 @@ describe('the CiliumNode watcher', () => {
     const instance = await readyNode();
     const nodes = inProcessNodeService();
     const watching = watchFor(2_500, { nodes: nodes.service });
-    await vi.waitFor(() => expect(harness.k8s.openWatches()).toBe(1));
+    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
     requestAsMultiPoolAgent(instance, 5);
     await vi.waitFor(() => expect(ipsInEc2(instance)).toBe(13), { timeout: 5_000 });
     const summary = await watching;
@@ -208,7 +210,7 @@ describe('the CiliumNode watcher', () => {
     const instance = await readyNode();
     const nodes = inProcessNodeService();
     const watching = watchFor(1_500, { nodes: nodes.service, paused: true });
-    await vi.waitFor(() => expect(harness.k8s.openWatches()).toBe(1));
+    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
     startPods(instance, 5);
     const summary = await watching;
 
@@ -222,7 +224,7 @@ describe('the CiliumNode watcher', () => {
   it('re-opens a dropped watch from the last event and misses nothing', async () => {
     const instance = await readyNode();
     const watching = watchFor(3_000);
-    await vi.waitFor(() => expect(harness.k8s.openWatches()).toBe(1));
+    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
     harness.k8s.faults.dropWatches();
     startPods(instance, 5);
     await vi.waitFor(() => expect(poolSize(instance)).toBe(13), { timeout: 5_000 });
@@ -236,7 +238,7 @@ describe('the CiliumNode watcher', () => {
     const instance = await readyNode();
     const first = await watchFor(300);
     startPods(instance, 5);
-    harness.k8s.store.compact();
+    harness.k8s.emulator!.store.compact();
     const second = await watchFor(2_000);
 
     expect(first.checkpoint).toBeDefined();
@@ -290,7 +292,7 @@ describe('the CiliumNode watcher', () => {
       }),
       harness.clock.now() + 60_000,
     );
-    await vi.waitFor(() => expect(harness.k8s.openWatches()).toBe(1));
+    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
     for (const node of nodes) startPods(node, 5);
     await vi.waitFor(() => expect(crash.crashed()).toBe(true), { timeout: 5_000 });
     // The dead watcher's leases (the watch's and the victim's node claim) run out.

@@ -20,8 +20,13 @@ import {
   type ManualClock,
   startEc2Emulator,
 } from '../emulators/ec2/index.ts';
-import { type K8sEmulator, type SchemaVersion, start as startK8sEmulator } from '../emulators/k8s/index.ts';
+import type { SchemaVersion } from '../emulators/k8s/index.ts';
 import { defaultKnobs } from '../fixtures/node-records.ts';
+import {
+  type KubernetesBackend,
+  type KubernetesUnderTest,
+  startKubernetes as startKubernetesUnderTest,
+} from './kubernetes.ts';
 import { createTestNodeTable, type TestNodeTable } from './node-table.ts';
 import { stackFunctionIdentities } from './stack-policies.ts';
 
@@ -40,8 +45,9 @@ interface LaunchOptions {
 
 /**
  * Everything the allocation talks to, for real: DynamoDB Local (a fresh node table), the EC2
- * emulator (seeded cluster, manual clock) reached by the real EC2Client, and the Kubernetes
- * emulator reached by the real client-node. Only the clock and the waits are ours: `sleep`
+ * emulator (seeded cluster, manual clock) reached by the real EC2Client, and kube-apiserver (one
+ * per test file and CRD, reset for each harness) reached by the real client-node as the allocate
+ * function's identity. Only the clock and the waits are ours: `sleep`
  * advances the manual clock, so eventual-consistency waits and lease expiry take no real time.
  */
 export interface AllocationHarness {
@@ -50,9 +56,12 @@ export interface AllocationHarness {
   readonly identity: IamIdentity;
   readonly seed: ClusterSeed;
   readonly clock: ManualClock;
-  readonly k8s: K8sEmulator;
+  readonly k8s: KubernetesUnderTest;
   readonly table: TestNodeTable;
   readonly ec2Client: EC2Client;
+  /** The CiliumNode client the functions' dependencies use: the allocate function's identity. */
+  readonly functionCiliumNodes: KubernetesCiliumNodeApi;
+  /** A cluster admin's CiliumNode client, for what the test does itself (an agent's writes, fixtures). */
   readonly ciliumNodes: KubernetesCiliumNodeApi;
   readonly settings: AllocationSettings;
   readonly logs: { level: string; message: string; fields?: Record<string, unknown> }[];
@@ -83,6 +92,11 @@ interface AllocationHarnessOptions {
    * v1.19-dev first). A cluster of 1.20 agents with IPv6 runs `CRD_OF_MULTI_POOL_CLUSTERS`.
    */
   crdSchemas?: readonly SchemaVersion[];
+  /**
+   * Default `kube-apiserver`; `emulator` for a test that needs what only it has (its store's
+   * compaction, its count of open watches).
+   */
+  kubernetes?: KubernetesBackend;
 }
 
 export async function startAllocationHarness(
@@ -90,7 +104,7 @@ export async function startAllocationHarness(
 ): Promise<AllocationHarness> {
   const clock = createManualClock();
   const { ec2, seed, identity, ec2Client } = await startEc2AsAllocateRole(options, clock);
-  const { k8s, ciliumNodes } = await startKubernetes(options);
+  const { k8s, ciliumNodes, functionCiliumNodes } = await startKubernetes(options);
   const table = await createTestNodeTable();
   const settings = allocationSettings(options);
   const logs: AllocationHarness['logs'] = [];
@@ -108,13 +122,14 @@ export async function startAllocationHarness(
     k8s,
     table,
     ec2Client,
+    functionCiliumNodes,
     ciliumNodes,
     settings,
     logs,
     dependencies: (overrides = {}) => ({
       store: table.store,
       ec2: ec2Port,
-      ciliumNodes,
+      ciliumNodes: functionCiliumNodes,
       settings,
       clock: clock.now,
       log,
@@ -145,7 +160,7 @@ export async function startAllocationHarness(
         .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
     close: async () => {
       ec2Client.destroy();
-      await Promise.all([ec2.close(), k8s.close()]);
+      await Promise.all([ec2.close(), k8s.backend === 'emulator' ? k8s.close() : Promise.resolve()]);
       // Every scenario proves the allocator made no call its role may not make, unless it is about that.
       const denied = ec2.calls.log.filter((call) => call.deniedByIam === true);
       if (denied.length > 0 && options.allowDeniedCalls !== true) {
@@ -186,15 +201,38 @@ async function startEc2AsAllocateRole(options: AllocationHarnessOptions, clock: 
   return { ec2, seed, identity, ec2Client };
 }
 
-/** The Kubernetes emulator with the requested CRD generations, and the real CiliumNode client on it. */
+/**
+ * One kube-apiserver per test process (a test file) and CRD, shared by the file's harnesses and
+ * reset for each; it ends with the process. The emulator is started afresh for each harness.
+ */
+const sharedServers = new Map<string, Promise<KubernetesUnderTest>>();
+
+async function kubernetesFor(options: AllocationHarnessOptions): Promise<KubernetesUnderTest> {
+  const schemas = options.crdSchemas ? { schemas: options.crdSchemas } : {};
+  if (options.kubernetes === 'emulator') return startKubernetesUnderTest({ backend: 'emulator', ...schemas });
+  const key = options.crdSchemas?.[0] ?? 'default';
+  let server = sharedServers.get(key);
+  if (server === undefined) {
+    server = startKubernetesUnderTest(schemas);
+    sharedServers.set(key, server);
+  }
+  const k8s = await server;
+  await k8s.reset();
+  return k8s;
+}
+
+/** The Kubernetes API with the requested CRD generations, and the real CiliumNode clients on it. */
 async function startKubernetes(options: AllocationHarnessOptions) {
-  const k8s = await startK8sEmulator(options.crdSchemas ? { schemas: options.crdSchemas } : {});
-  const kubeConfig = buildKubeConfig(
-    { kind: 'kubeconfig', path: k8s.writeKubeconfig() },
-    { credentials: async () => ({ accessKeyId: 'unused', secretAccessKey: 'unused' }) },
-  );
-  const ciliumNodes = new KubernetesCiliumNodeApi(kubeConfig, { fieldManager: 'serverless-eni-ipam' });
-  return { k8s, ciliumNodes };
+  const k8s = await kubernetesFor(options);
+  const clientAs = (token: string) =>
+    new KubernetesCiliumNodeApi(
+      buildKubeConfig(
+        { kind: 'kubeconfig', path: k8s.writeKubeconfig(undefined, token) },
+        { credentials: async () => ({ accessKeyId: 'unused', secretAccessKey: 'unused' }) },
+      ),
+      { fieldManager: 'serverless-eni-ipam' },
+    );
+  return { k8s, ciliumNodes: clientAs(k8s.token), functionCiliumNodes: clientAs(k8s.tokenOf('Allocate')) };
 }
 
 /** The deployment's allocation settings for the scenario cluster (pre-allocate 8), with `options.settings` on top. */

@@ -90,9 +90,9 @@ export async function effectsOf(harness: AllocationHarness): Promise<Effects> {
   return {
     tableItems: items.join('\n'),
     ec2Mutations: harness.ec2.calls.mutating(),
-    kubernetesWrites: harness.k8s.requests
-      .all({})
-      .filter((request) => ['create', 'patch', 'update', 'delete'].includes(request.verb)).length,
+    kubernetesWrites: (await harness.k8s.requests()).filter((request) =>
+      ['create', 'patch', 'update', 'delete'].includes(request.verb),
+    ).length,
   };
 }
 

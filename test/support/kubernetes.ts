@@ -92,6 +92,11 @@ export interface KubernetesUnderTest {
    */
   requests(filter?: Partial<ObservedRequest>): Promise<ObservedRequest[]>;
   resetRequests(): Promise<void>;
+  /**
+   * A clean slate on a server tests share: every CiliumNode deleted, the history and the request
+   * log forgotten, every fault disarmed (ConfigMaps are the tests' own to remove).
+   */
+  reset(): Promise<void>;
   /** Calls `listener` for every version stored from now on; returns the unsubscribe. */
   onVersion(listener: (version: ObservedVersion) => void): () => void;
   close(): Promise<void>;
@@ -237,6 +242,13 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
         return recorder.versions.filter((version) => name === undefined || version.name === name);
       },
       requests: async (filter = {}) => matching(await audit.requests(), filter),
+      reset: async () => {
+        proxy.faults.clear();
+        const { items } = await ok<{ items: CiliumNodeObject[] }>('list', admin.request('GET', CILIUMNODES));
+        for (const item of items) await ok('delete', admin.request('DELETE', path(item.metadata.name)));
+        await recorder.forget(admin);
+        await audit.reset();
+      },
       resetRequests: () => audit.reset(),
       onVersion: (listener) => recorder.subscribe(listener),
       close: async () => {
@@ -264,6 +276,8 @@ async function emulatorBackend(options: KubernetesOptions): Promise<KubernetesUn
     object: entry.object,
   });
   const store = emulator.store;
+  /** Versions before the last `reset` are not the current test's. */
+  let historyFrom = 0;
   return {
     backend: 'emulator',
     version: 'emulator',
@@ -291,7 +305,12 @@ async function emulatorBackend(options: KubernetesOptions): Promise<KubernetesUn
     deleteConfigMap: async (namespace, name) => {
       emulator.configMaps.delete(namespace, name);
     },
-    history: async (name) => emulator.history(name).map(observed),
+    history: async (name) =>
+      emulator
+        .history()
+        .slice(historyFrom)
+        .filter((entry) => name === undefined || entry.name === name)
+        .map(observed),
     requests: async (filter = {}) =>
       matching(
         emulator.requests
@@ -308,6 +327,12 @@ async function emulatorBackend(options: KubernetesOptions): Promise<KubernetesUn
         filter,
       ),
     resetRequests: async () => emulator.requests.reset(),
+    reset: async () => {
+      emulator.faults.clear();
+      for (const object of store.list()) store.delete(object.metadata.name);
+      historyFrom = emulator.history().length;
+      emulator.requests.reset();
+    },
     onVersion: (listener) => store.onWrite((entry) => listener(observed(entry))),
     close: () => emulator.close(),
   };
@@ -432,6 +457,28 @@ class WatchRecorder {
   seen(resourceVersion: string): Promise<void> {
     if (Number(this.lastResourceVersion) >= Number(resourceVersion)) return Promise.resolve();
     return new Promise((resolve) => this.waiters.push({ resourceVersion: Number(resourceVersion), resolve }));
+  }
+
+  /**
+   * Forgets every version recorded so far, once the watch has delivered all of them: a marker
+   * object is created and deleted, and its DELETED event (in resourceVersion order, after every
+   * earlier event) is the cut.
+   */
+  async forget(admin: HttpsJsonClient): Promise<void> {
+    const name = `history-cut-${Date.now()}-${Math.random().toString(36).slice(2)}.invalid`;
+    const cut = new Promise<void>((resolve) => {
+      const unsubscribe = this.subscribe((version) => {
+        if (version.name === name && version.type === 'DELETED') {
+          unsubscribe();
+          resolve();
+        }
+      });
+    });
+    const created = await admin.request('POST', CILIUMNODES, withKind({ metadata: { name }, spec: {} }));
+    if (created.status >= 300) throw new KubernetesRequestError('history cut', created.status, created.body);
+    await admin.request('DELETE', `${CILIUMNODES}/${name}`);
+    await cut;
+    this.versions.length = 0;
   }
 
   stop(): void {

@@ -78,17 +78,17 @@ export function startMultiPoolAgent(
  * entries, no CIDR of `allocated` withdrawn (unless `goneFromEc2`), `release-ips` empty while
  * multi-pool, and `spec.ipam.pools` / `status.ipam.used` changed only by the agent's own writes.
  */
-export function expectMultiPoolInvariants(
+export async function expectMultiPoolInvariants(
   harness: AllocationHarness,
   instance: InstanceRecord,
   agentWrites: ReadonlySet<string>,
   goneFromEc2: (cidr: string) => boolean = () => false,
-): void {
-  const history = harness.k8s.history(instance.privateDnsName);
+): Promise<void> {
+  const history = await harness.k8s.history(instance.privateDnsName);
   let previous: CiliumNode | undefined;
   for (const entry of history) {
     const object = entry.object as unknown as CiliumNode;
-    const at = `resourceVersion ${entry.resourceVersion} (${entry.subresource} ${entry.verb})`;
+    const at = `resourceVersion ${entry.resourceVersion} (${entry.type})`;
     expect(checkStatusCoversSpec(object), at).toEqual([]);
     expect(checkEniEntriesComplete(object), at).toEqual([]);
     expect(checkRightNode(object, instance.instanceId), at).toEqual([]);

@@ -387,6 +387,11 @@ class ProcessGroup {
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);
     this.running.set(name, child);
+    // A test process that ends without stopping its control plane (a crash, a shared server) takes
+    // the servers with it rather than leaving them running.
+    const killOnExit = () => child.kill('SIGKILL');
+    process.once('exit', killOnExit);
+    child.once('exit', () => process.removeListener('exit', killOnExit));
     child.once('exit', (code, signal) => {
       if (this.running.get(name) === child) {
         this.running.delete(name);
