@@ -1,9 +1,11 @@
+import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 
 /**
  * A minimal JSON-over-HTTPS client for the control plane's fixtures and the differential suite: it
  * sends exactly the method, path, body and content type it is given (no client-side defaulting, no
- * retries), so what a test compares is what the server answered.
+ * retries), so what a test compares is what the server answered. An `http:` URL (the emulator, which
+ * serves plain HTTP) is sent the same requests over plain HTTP; either way only loopback is reached.
  */
 
 export interface HttpsJsonResponse {
@@ -20,9 +22,10 @@ export interface HttpsJsonClient {
 }
 
 export interface HttpsJsonClientOptions {
-  /** `https://127.0.0.1:<port>` */
+  /** `https://127.0.0.1:<port>`, or `http://127.0.0.1:<port>` for a plain-HTTP server. */
   readonly url: string;
-  readonly caPem: string;
+  /** The CA that verifies an `https:` server's certificate (not used over plain HTTP). */
+  readonly caPem?: string;
   readonly token: string;
 }
 
@@ -30,12 +33,17 @@ export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClien
   const base = new URL(options.url);
   if (!/^127\.\d+\.\d+\.\d+$/.test(base.hostname))
     throw new Error(`refusing a non-loopback server: ${options.url}`);
+  if (base.protocol === 'https:' && options.caPem === undefined)
+    throw new Error(`an https server needs the CA that verifies it: ${options.url}`);
+  if (base.protocol !== 'https:' && base.protocol !== 'http:')
+    throw new Error(`not an http(s) URL: ${options.url}`);
+  const send = base.protocol === 'https:' ? httpsRequest : httpRequest;
   const requestOptions = (method: string, path: string, contentType?: string) => ({
     method,
     host: base.hostname,
     port: base.port,
     path,
-    ca: options.caPem,
+    ...(options.caPem === undefined ? {} : { ca: options.caPem }),
     headers: {
       Authorization: `Bearer ${options.token}`,
       Accept: 'application/json',
@@ -48,7 +56,7 @@ export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClien
         const payload =
           body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
         const type = payload === undefined ? undefined : (contentType ?? 'application/json');
-        const request = httpsRequest(requestOptions(method, path, type), (response) => {
+        const request = send(requestOptions(method, path, type), (response) => {
           const chunks: Buffer[] = [];
           response.on('data', (chunk: Buffer) => chunks.push(chunk));
           response.on('end', () => {
@@ -68,7 +76,7 @@ export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClien
       }),
     watch: (path, onEvent) =>
       new Promise((resolve, reject) => {
-        const request = httpsRequest(requestOptions('GET', path), (response) => {
+        const request = send(requestOptions('GET', path), (response) => {
           if (response.statusCode !== 200) {
             reject(new Error(`watch ${path}: ${response.statusCode}`));
             response.resume();
