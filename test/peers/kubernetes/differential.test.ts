@@ -154,6 +154,9 @@ describe('the emulator answers as kube-apiserver does', () => {
       );
       const secondMeta = (second.body as { metadata: Record<string, unknown> }).metadata;
       const whole = await backend.as('Watch').request('GET', `${CILIUMNODES}?${query}`);
+      // Without a label selector (as the sweep lists), a page also counts what remains.
+      const unselected = await client.request('GET', `${CILIUMNODES}?limit=1`);
+      const unselectedMeta = (unselected.body as { metadata: Record<string, unknown> }).metadata;
       return {
         firstStatus: first.status,
         firstNames: itemNames(first).map((name) => name.slice(label.length)),
@@ -164,7 +167,11 @@ describe('the emulator answers as kube-apiserver does', () => {
         secondHasContinue: secondMeta.continue !== undefined && secondMeta.continue !== '',
         wholeStatus: whole.status,
         wholeNames: itemNames(whole).map((name) => name.slice(label.length)),
-        itemsHaveResourceVersions: itemNames(whole).length === 3,
+        itemsHaveResourceVersions: (whole.body as { items: NodeBody[] }).items.every(
+          (item) => typeof item.metadata.resourceVersion === 'string',
+        ),
+        firstCountsRemaining: 'remainingItemCount' in firstMeta,
+        unselectedCountsRemaining: typeof unselectedMeta.remainingItemCount === 'number',
       };
     });
     expect(observed).toMatchObject({
@@ -174,6 +181,9 @@ describe('the emulator answers as kube-apiserver does', () => {
       secondNames: ['-c'],
       secondHasContinue: false,
       wholeNames: ['-a', '-b', '-c'],
+      itemsHaveResourceVersions: true,
+      firstCountsRemaining: false,
+      unselectedCountsRemaining: true,
     });
   });
 
@@ -245,6 +255,15 @@ describe('the emulator answers as kube-apiserver does', () => {
       storedHasStatus: false,
       annotations: { [RECORD_VERSION]: '7', [IGNORE]: 'true' },
     });
+  });
+
+  it('create of a name that exists: 409 AlreadyExists', async () => {
+    const observed = await compare('already-exists', async (backend) => {
+      const name = uniqueName('exists');
+      await seed(backend, name);
+      return errorShape(await backend.as('Sync').request('POST', CILIUMNODES, exampleCiliumNode(name)));
+    });
+    expect(observed).toMatchObject({ status: 409, reason: 'AlreadyExists' });
   });
 
   it.each([
@@ -535,7 +554,7 @@ describe('the emulator answers as kube-apiserver does', () => {
     });
   });
 
-  it('422 Invalid naming the field for a schema violation (create and merge patch)', async () => {
+  it('422 Invalid naming the field for a schema violation (create, merge patch, /status)', async () => {
     const observed = await compare('schema-violation', async (backend) => {
       const name = uniqueName('invalid');
       const example = exampleCiliumNode(name);
@@ -547,7 +566,14 @@ describe('the emulator answers as kube-apiserver does', () => {
       const patch = await backend
         .as('Sync')
         .request('PATCH', objectPath(name), { spec: { ipam: { 'pre-allocate': 'three' } } }, MERGE_PATCH);
-      return { ...errorShape(create, 'create.'), ...errorShape(patch, 'patch.') };
+      const statusPatch = await backend
+        .as('Sync')
+        .request('PATCH', objectPath(name, '/status'), { status: { ipam: { used: 'none' } } }, MERGE_PATCH);
+      return {
+        ...errorShape(create, 'create.'),
+        ...errorShape(patch, 'patch.'),
+        ...errorShape(statusPatch, 'statusPatch.'),
+      };
     });
     expect(observed).toMatchObject({
       'create.status': 422,
@@ -555,6 +581,8 @@ describe('the emulator answers as kube-apiserver does', () => {
       'create.causeFields': ['spec.ipam.pre-allocate'],
       'patch.status': 422,
       'patch.causeFields': ['spec.ipam.pre-allocate'],
+      'statusPatch.status': 422,
+      'statusPatch.causeFields': ['status.ipam.used'],
     });
   });
 
