@@ -63,6 +63,8 @@ export interface AllocationHarness {
   readonly functionCiliumNodes: KubernetesCiliumNodeApi;
   /** A cluster admin's CiliumNode client, for what the test does itself (an agent's writes, fixtures). */
   readonly ciliumNodes: KubernetesCiliumNodeApi;
+  /** A CiliumNode client as a function's identity (`Allocate`, `Sweep`, `Sync`, `Watch`). */
+  ciliumNodesAs(functionId: string): KubernetesCiliumNodeApi;
   readonly settings: AllocationSettings;
   readonly logs: { level: string; message: string; fields?: Record<string, unknown> }[];
   dependencies(overrides?: Partial<AllocationDependencies>): AllocationDependencies;
@@ -97,6 +99,8 @@ interface AllocationHarnessOptions {
    * compaction, its count of open watches).
    */
   kubernetes?: KubernetesBackend;
+  /** A kube-apiserver of the harness's own, stopped by `close` (for a test that kills and restarts it). */
+  ownKubernetes?: boolean;
 }
 
 export async function startAllocationHarness(
@@ -104,7 +108,7 @@ export async function startAllocationHarness(
 ): Promise<AllocationHarness> {
   const clock = createManualClock();
   const { ec2, seed, identity, ec2Client } = await startEc2AsAllocateRole(options, clock);
-  const { k8s, ciliumNodes, functionCiliumNodes } = await startKubernetes(options);
+  const { k8s, ciliumNodes, functionCiliumNodes, clientAs } = await startKubernetes(options);
   const table = await createTestNodeTable();
   const settings = allocationSettings(options);
   const logs: AllocationHarness['logs'] = [];
@@ -124,6 +128,7 @@ export async function startAllocationHarness(
     ec2Client,
     functionCiliumNodes,
     ciliumNodes,
+    ciliumNodesAs: (functionId) => clientAs(k8s.tokenOf(functionId)),
     settings,
     logs,
     dependencies: (overrides = {}) => ({
@@ -160,7 +165,8 @@ export async function startAllocationHarness(
         .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
     close: async () => {
       ec2Client.destroy();
-      await Promise.all([ec2.close(), k8s.backend === 'emulator' ? k8s.close() : Promise.resolve()]);
+      const ownServer = k8s.backend === 'emulator' || options.ownKubernetes === true;
+      await Promise.all([ec2.close(), ownServer ? k8s.close() : Promise.resolve()]);
       // Every scenario proves the allocator made no call its role may not make, unless it is about that.
       const denied = ec2.calls.log.filter((call) => call.deniedByIam === true);
       if (denied.length > 0 && options.allowDeniedCalls !== true) {
@@ -210,6 +216,7 @@ const sharedServers = new Map<string, Promise<KubernetesUnderTest>>();
 async function kubernetesFor(options: AllocationHarnessOptions): Promise<KubernetesUnderTest> {
   const schemas = options.crdSchemas ? { schemas: options.crdSchemas } : {};
   if (options.kubernetes === 'emulator') return startKubernetesUnderTest({ backend: 'emulator', ...schemas });
+  if (options.ownKubernetes === true) return startKubernetesUnderTest(schemas);
   const key = options.crdSchemas?.[0] ?? 'default';
   let server = sharedServers.get(key);
   if (server === undefined) {
@@ -232,7 +239,12 @@ async function startKubernetes(options: AllocationHarnessOptions) {
       ),
       { fieldManager: 'serverless-eni-ipam' },
     );
-  return { k8s, ciliumNodes: clientAs(k8s.token), functionCiliumNodes: clientAs(k8s.tokenOf('Allocate')) };
+  return {
+    k8s,
+    clientAs,
+    ciliumNodes: clientAs(k8s.token),
+    functionCiliumNodes: clientAs(k8s.tokenOf('Allocate')),
+  };
 }
 
 /** The deployment's allocation settings for the scenario cluster (pre-allocate 8), with `options.settings` on top. */

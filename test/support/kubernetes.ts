@@ -16,7 +16,7 @@ import {
 } from '../local-cloud/identities.ts';
 import { type ControlPlane, startControlPlane } from '../peers/kubernetes/control-plane.ts';
 import { startFaultProxy } from '../peers/kubernetes/fault-proxy.ts';
-import type { HttpsJsonClient } from '../peers/kubernetes/https-json.ts';
+import { type HttpsJsonClient, WatchRefusedError } from '../peers/kubernetes/https-json.ts';
 
 /**
  * The Kubernetes API a test runs against, behind one asynchronous interface: by default the real
@@ -498,11 +498,25 @@ class WatchRecorder {
       try {
         await this.open();
         return;
-      } catch {
-        // The server is restarting (a restart test): try again shortly.
-        await new Promise((resolve) => setTimeout(resolve, 200));
+      } catch (error) {
+        // A restarted server's watch cache begins after our last event (410 Gone): list again, as
+        // any watcher must, and record what the list shows. Otherwise it is still down: retry.
+        if (error instanceof WatchRefusedError && error.status === 410) await this.relist();
+        else await new Promise((resolve) => setTimeout(resolve, 200));
       }
     }
+  }
+
+  private async relist(): Promise<void> {
+    const { status, body } = await this.admin.request('GET', CILIUMNODES);
+    if (status !== 200) return;
+    const list = body as { metadata: { resourceVersion: string }; items: CiliumNodeObject[] };
+    for (const object of list.items) {
+      if (this.versions.some((version) => version.resourceVersion === object.metadata.resourceVersion))
+        continue;
+      this.onEvent({ type: 'MODIFIED', object });
+    }
+    this.lastResourceVersion = list.metadata.resourceVersion;
   }
 
   private onEvent(event: unknown): void {

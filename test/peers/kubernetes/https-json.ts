@@ -71,6 +71,8 @@ export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClien
           });
           response.on('error', reject);
         });
+        // A server killed mid-request (a restart test) must not hang its caller.
+        request.setTimeout(15_000, () => request.destroy(new Error(`${method} ${path}: no answer in 15 s`)));
         request.on('error', reject);
         request.end(payload);
       }),
@@ -78,7 +80,7 @@ export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClien
       new Promise((resolve, reject) => {
         const request = send(requestOptions('GET', path), (response) => {
           if (response.statusCode !== 200) {
-            reject(new Error(`watch ${path}: ${response.statusCode}`));
+            reject(new WatchRefusedError(path, response.statusCode ?? 0));
             response.resume();
             return;
           }
@@ -103,4 +105,14 @@ export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClien
         request.end();
       }),
   };
+}
+
+/** The server answered a watch with something other than 200 (e.g. 410 Gone for a too old resourceVersion). */
+export class WatchRefusedError extends Error {
+  constructor(
+    path: string,
+    readonly status: number,
+  ) {
+    super(`watch ${path}: ${status}`);
+  }
 }
