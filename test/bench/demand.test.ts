@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
-import { type LocalCloud, startLocalCloud } from '../local-cloud/local-cloud.ts';
+import { k8sEmulatorOf, type LocalCloud, startLocalCloud } from '../local-cloud/local-cloud.ts';
 import { measureDemandLatency } from './demand.ts';
 import { seededRandom } from './floors.ts';
 
@@ -24,13 +24,15 @@ describe('demand-to-pool latency in a mixed cluster', () => {
       dynamoDbEndpoint: inject('dynamoDbEndpoint'),
       runSchedules: false,
       agentVersions: 'mixed',
+      kubernetesBackend: 'emulator',
       environment: { WATCH_SECONDS: '8', DRAIN_SECONDS: '5' },
     });
     cloud = local;
     const instances = [local.launchInstance('m5.large'), local.launchInstance('m5.large')];
     const names = instances.map((instance) => instance.privateDnsName);
     await local.waitUntil(
-      () => names.every((name) => poolSize(local.k8s.store.get(name) as CiliumNode | undefined) >= 8),
+      () =>
+        names.every((name) => poolSize(k8sEmulatorOf(local).store.get(name) as CiliumNode | undefined) >= 8),
       { timeoutMs: 60_000, description: 'both nodes have a pool' },
     );
     await local.settle();
@@ -59,6 +61,6 @@ describe('demand-to-pool latency in a mixed cluster', () => {
       expect(figures.p99Seconds).toBeGreaterThan(0);
       expect(figures.p99Seconds).toBeLessThan(30);
     }
-    expect(local.denials().total).toBe(0);
+    expect((await local.denials()).total).toBe(0);
   });
 });

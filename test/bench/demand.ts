@@ -1,9 +1,13 @@
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { usedIps } from '../../functions/core/knobs.ts';
 import { calculateNeededIps } from '../../functions/core/pool-math.ts';
-import type { K8sEmulator } from '../emulators/k8s/index.ts';
-import { type AgentVersion, type LocalMultiPoolAgent, writeUsedIps } from '../local-cloud/cilium-agent.ts';
-import type { LocalCloud } from '../local-cloud/local-cloud.ts';
+import {
+  type AgentKubernetesApi,
+  type AgentVersion,
+  type LocalMultiPoolAgent,
+  writeUsedIps,
+} from '../local-cloud/cilium-agent.ts';
+import { k8sEmulatorOf, type LocalCloud } from '../local-cloud/local-cloud.ts';
 import { nowMs } from './tap.ts';
 
 /**
@@ -49,7 +53,7 @@ export async function measureDemandLatency(
   const startedAt = new Map<string, number>();
   const servedAt = new Map<string, number>();
   const versionOf = (name: string): AgentVersion => (cloud.multiPoolAgent(name) ? '1.20' : '1.19');
-  const unsubscribe = cloud.k8s.store.onWrite((entry) => {
+  const unsubscribe = k8sEmulatorOf(cloud).store.onWrite((entry) => {
     const start = startedAt.get(entry.name);
     if (start === undefined || servedAt.has(entry.name)) return;
     const cn = entry.object as unknown as CiliumNode;
@@ -65,7 +69,7 @@ export async function measureDemandLatency(
       // as the pods take IPs beyond the watermark).
       startedAt.set(name, nowMs());
       if (agent) startMultiPoolPods(agent, name, options.newPods);
-      else startPods(cloud.k8s, name, options.newPods);
+      else await startPods(cloud.k8s, name, options.newPods);
     }
     const deadline = Date.now() + options.timeoutMs;
     while (servedAt.size < nodeNames.length && Date.now() < deadline) await sleep(100);
@@ -100,7 +104,9 @@ export async function measureDemandLatency(
 async function startServing(cloud: LocalCloud, options: DemandOptions): Promise<() => Promise<void>> {
   if (options.mode === 'watcher') {
     const watching = cloud.invoke('Watch', { task: 'watch' });
-    await cloud.waitUntil(() => cloud.k8s.openWatches() > 0, { description: 'the watcher opened its watch' });
+    await cloud.waitUntil(() => k8sEmulatorOf(cloud).openWatches() > 0, {
+      description: 'the watcher opened its watch',
+    });
     return async () => {
       await watching;
     };
@@ -133,8 +139,8 @@ function crdDemandOf(cn: CiliumNode, preAllocate: number): number {
 }
 
 /** The agent giving `count` more pods an IP each: pool IPs not yet used go into status.ipam.used. */
-function startPods(k8s: K8sEmulator, nodeName: string, count: number): void {
-  const outcome = writeUsedIps(k8s, nodeName, (current) => {
+async function startPods(k8s: AgentKubernetesApi, nodeName: string, count: number): Promise<void> {
+  const outcome = await writeUsedIps(k8s, nodeName, (current) => {
     const used = { ...(current.status?.ipam?.used ?? {}) } as Record<string, unknown>;
     const free = Object.keys(current.spec?.ipam?.pool ?? {}).filter((ip) => !(ip in used));
     for (const [index, ip] of free.slice(0, count).entries()) {

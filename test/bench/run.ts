@@ -48,6 +48,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       noOpSync,
       demandToPool,
       sweepCosts,
+      denials: await bench.cloud.denials(),
     });
   } finally {
     await cleanups.runAll((error) => settings.onProgress(`cleanup failed: ${error.message}`));

@@ -70,6 +70,8 @@ export async function measureSweepCost(
     runSchedules: false,
     ec2Events: false,
     simulateAgents: false,
+    // The emulator, for its speed at thousands of nodes.
+    kubernetesBackend: 'emulator',
     streamPollIntervalMs: 3_600_000,
     maxConcurrencyPerFunction: 1,
     environment: {
@@ -171,8 +173,9 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
       tags: { [`kubernetes.io/cluster/${clusterName}`]: 'owned' },
     }),
   );
-  for (const instance of instances)
-    registerCiliumNode(cloud.k8s, instance.privateDnsName, instance.instanceId);
+  await forEachWithConcurrency(instances, 32, (instance) =>
+    registerCiliumNode(cloud.k8s, instance.privateDnsName, instance.instanceId),
+  );
   const syncDependencies = { store, ciliumNodes, log: SILENT, tableGeneration };
   await forEachWithConcurrency(instances, 32, async (instance) => {
     await allocateNode(instance.instanceId, {

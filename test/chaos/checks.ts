@@ -14,7 +14,7 @@ import {
 import { usedIps } from '../../functions/core/knobs.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import type { NetworkInterfaceRecord } from '../emulators/ec2/index.ts';
-import { type LocalCloud, renderDenials } from '../local-cloud/index.ts';
+import { k8sEmulatorOf, type LocalCloud, renderDenials } from '../local-cloud/index.ts';
 
 /**
  * What a chaos run must end with, once the faults stopped and the sweep ran. Each failed check is
@@ -73,7 +73,7 @@ export async function checkRun({ cloud, clusterName, instances }: CheckContext):
   for (const error of cloud.ec2.unexpectedErrors) {
     failures.push(`emulator: EC2 emulator internal error: ${String(error)}`);
   }
-  const denials = cloud.denials();
+  const denials = await cloud.denials();
   if (denials.total > 0) failures.push(renderDenials(denials));
   return failures;
 }
@@ -91,7 +91,7 @@ function checkHistory(
   let publishedVersion = 0;
   let previous: CiliumNode | undefined;
   const usedIps = new Map<string, string>();
-  for (const entry of cloud.k8s.history(nodeName)) {
+  for (const entry of k8sEmulatorOf(cloud).history(nodeName)) {
     if (entry.type === 'DELETED') continue;
     const version = entry.object as unknown as CiliumNode;
     const where = `${nodeName} rv ${entry.resourceVersion}`;
@@ -219,7 +219,7 @@ function checkNoDuplicateEni(instanceId: string, ours: readonly NetworkInterface
 function readiness(cloud: LocalCloud, instanceId: string, record: NodeRecord): string[] {
   const problems: string[] = [];
   if (record.lifecycle !== 'active') problems.push(`record is ${record.lifecycle}`);
-  const ciliumNode = cloud.k8s.store.get(record.nodeName) as unknown as CiliumNode | undefined;
+  const ciliumNode = k8sEmulatorOf(cloud).store.get(record.nodeName) as unknown as CiliumNode | undefined;
   if (ciliumNode === undefined) {
     problems.push(`no CiliumNode ${record.nodeName}`);
   } else {

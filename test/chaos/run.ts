@@ -3,8 +3,18 @@ import { ENI_TAG_KEYS, ownershipTags } from '../../functions/core/eni-ownership.
 import { expandCidr } from '../../functions/core/ip-math.ts';
 import type { InjectedFault } from '../emulators/ec2/index.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
-import { LocalMultiPoolAgent, registerCiliumNode, writeUsedIps } from '../local-cloud/cilium-agent.ts';
-import { type LocalCloud, type SynthesizedStack, startLocalCloud } from '../local-cloud/index.ts';
+import {
+  type AgentKubernetesApi,
+  LocalMultiPoolAgent,
+  registerCiliumNode,
+  writeUsedIps,
+} from '../local-cloud/cilium-agent.ts';
+import {
+  k8sEmulatorOf,
+  type LocalCloud,
+  type SynthesizedStack,
+  startLocalCloud,
+} from '../local-cloud/index.ts';
 import { MultiPoolAgentModel } from '../support/cilium-multipool-agent-model.ts';
 import { checkRun } from './checks.ts';
 import {
@@ -185,6 +195,9 @@ function startChaosCloud(
     runSchedules: false,
     ec2Events: false,
     simulateAgents: false,
+    // The emulator: for its speed, and for what only it does (a crash inside a status write, its
+    // synchronous store and history read by the checks).
+    kubernetesBackend: 'emulator',
     shiftableClock: true,
     timeScale: TIME_SCALE,
     maxConcurrencyPerFunction: CONTAINERS_PER_FUNCTION,
@@ -281,7 +294,7 @@ function armCrashes(run: ChaosRun): () => void {
       recordCrash(point, instanceId, killed);
     },
   });
-  return cloud.k8s.store.onWrite((entry) => {
+  return k8sEmulatorOf(cloud).store.onWrite((entry) => {
     if (!run.faultPhase.active || entry.verb !== 'patch' || entry.subresource !== 'status') return;
     const instanceId = run.nodeNames.get(entry.name);
     if (instanceId === undefined || takeCrash('between-status-and-spec-write', instanceId) === undefined)
@@ -345,8 +358,8 @@ function launchNode(run: ChaosRun, armed: ArmedFaults, index: number, node: Node
       }),
     );
   }
-  timeline.at(node.agentDelayMs, () => {
-    registerAgent(k8s, name, instance.instanceId, node);
+  timeline.at(node.agentDelayMs, async () => {
+    await registerAgent(k8s, name, instance.instanceId, node);
     if (node.agentVersion === '1.20')
       agents.multiPool.set(name, new LocalMultiPoolAgent(k8s, name, new MultiPoolAgentModel()));
   });
@@ -354,8 +367,8 @@ function launchNode(run: ChaosRun, armed: ArmedFaults, index: number, node: Node
   if (reportUsed !== undefined) {
     timeline.at(Math.max(reportUsed.afterMs, node.agentDelayMs + 1), () => {
       const multiPool = agents.multiPool.get(name);
-      if (multiPool === undefined) return reportUsedIps(k8s, name, reportUsed.usedCount);
-      allocatePods(multiPool, reportUsed.usedCount);
+      if (multiPool === undefined) return reportUsedIps(k8sEmulatorOf(cloud), name, reportUsed.usedCount);
+      return allocatePods(multiPool, reportUsed.usedCount);
     });
   }
   if (node.switchVersionAfterMs !== undefined) {
@@ -370,18 +383,18 @@ function launchNode(run: ChaosRun, armed: ArmedFaults, index: number, node: Node
 }
 
 /** Upgrades a 1.19 agent in place to 1.20, or downgrades a 1.20 one to 1.19. */
-function switchAgent(run: ChaosRun, nodeName: string): void {
+async function switchAgent(run: ChaosRun, nodeName: string): Promise<void> {
   const { agents } = run;
   const k8s = run.cloud.k8s;
   const multiPool = agents.multiPool.get(nodeName);
   if (multiPool === undefined) {
-    agents.multiPool.set(nodeName, upgradeAgent(k8s, nodeName));
+    agents.multiPool.set(nodeName, await upgradeAgent(k8s, nodeName));
     return;
   }
   agents.multiPool.delete(nodeName);
   agents.retired.push(multiPool);
   multiPool.stop();
-  agents.failures.push(...downgradeAgent(k8s, nodeName, multiPool.model.endpoints()));
+  agents.failures.push(...(await downgradeAgent(k8s, nodeName, multiPool.model.endpoints())));
 }
 
 /**
@@ -425,8 +438,8 @@ async function sweep(run: ChaosRun): Promise<void> {
     // The agents' next pass: 1.19 agents answer the release handshake, 1.20 agents write pools.
     for (const nodeName of run.nodeNames.keys()) {
       const multiPool = run.agents.multiPool.get(nodeName);
-      if (multiPool) multiPool.pass();
-      else answerReleaseHandshake(cloud.k8s, nodeName);
+      if (multiPool) await multiPool.pass();
+      else answerReleaseHandshake(k8sEmulatorOf(cloud), nodeName);
     }
   }
   for (const [prefix, event] of [
@@ -557,8 +570,13 @@ function mentions(event: unknown, instanceId: string): boolean {
 }
 
 /** The simulated cilium-agent registers its CiliumNode with the node's knobs in `spec.ipam` and `spec.eni`. */
-function registerAgent(k8s: K8sEmulator, nodeName: string, instanceId: string, node: NodePlan): void {
-  registerCiliumNode(k8s, nodeName, instanceId, {
+function registerAgent(
+  k8s: AgentKubernetesApi,
+  nodeName: string,
+  instanceId: string,
+  node: NodePlan,
+): Promise<void> {
+  return registerCiliumNode(k8s, nodeName, instanceId, {
     ipam: {
       ...(node.knobs.minAllocate === undefined ? {} : { 'min-allocate': node.knobs.minAllocate }),
       ...(node.knobs.preAllocate === undefined ? {} : { 'pre-allocate': node.knobs.preAllocate }),
@@ -662,17 +680,17 @@ function answerReleaseHandshake(k8s: K8sEmulator, nodeName: string): void {
 }
 
 /** A 1.20 agent's pods: `count` allocations, retried by the agent's own passes when the pool is short. */
-function allocatePods(agent: LocalMultiPoolAgent, count: number): void {
+function allocatePods(agent: LocalMultiPoolAgent, count: number): Promise<void> {
   for (let pod = 0; pod < count; pod++) agent.model.allocate(`default/pod-${pod}`, 'ipv4', Date.now());
-  agent.pass();
+  return agent.pass();
 }
 
 /**
  * An in-place upgrade to 1.20: the new agent restores the endpoints the 1.19 agent reported in
  * `status.ipam.used` from the CIDRs it derives from status, then takes over (it clears `used`).
  */
-function upgradeAgent(k8s: K8sEmulator, nodeName: string): LocalMultiPoolAgent {
-  const current = k8s.store.get(nodeName) as unknown as CiliumNode | undefined;
+async function upgradeAgent(k8s: AgentKubernetesApi, nodeName: string): Promise<LocalMultiPoolAgent> {
+  const current = (await k8s.getCiliumNode(nodeName)) as unknown as CiliumNode | undefined;
   const model = new MultiPoolAgentModel();
   if (current !== undefined) {
     model.observe(current);
@@ -687,13 +705,13 @@ function upgradeAgent(k8s: K8sEmulator, nodeName: string): LocalMultiPoolAgent {
  * A downgrade to 1.19: the old agent restores its endpoints from the dual-written `spec.ipam.pool`
  * (an IP missing there fails its restore) and reports them in `status.ipam.used`.
  */
-function downgradeAgent(
-  k8s: K8sEmulator,
+async function downgradeAgent(
+  k8s: AgentKubernetesApi,
   nodeName: string,
   endpoints: ReadonlyMap<string, string>,
-): string[] {
+): Promise<string[]> {
   let missing: string[] = [];
-  const outcome = writeUsedIps(k8s, nodeName, (current) => {
+  const outcome = await writeUsedIps(k8s, nodeName, (current) => {
     const pool = current.spec?.ipam?.pool ?? {};
     missing = [...endpoints]
       .filter(([, ip]) => pool[ip] === undefined)

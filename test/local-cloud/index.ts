@@ -11,6 +11,7 @@ export type { AsyncInvocationFailure, BusEvent } from './event-bus.ts';
 export { compileEventPattern, matchesEventPattern } from './event-pattern.ts';
 export type { FunctionStats, InvocationResult, LambdaErrorPayload } from './lambda-runner.ts';
 export {
+  k8sEmulatorOf,
   LOCAL_ACCOUNT,
   LOCAL_REGION,
   type LocalCloud,

@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import type { ClusterSeed, Ec2Emulator, InstanceRecord } from '../emulators/ec2/index.ts';
 import type { K8sEmulator } from '../emulators/k8s/index.ts';
+import type { KubernetesUnderTest } from '../support/kubernetes.ts';
 import type { LocalMultiPoolAgent } from './cilium-agent.ts';
 import type { AsyncInvocationFailure, BusEvent } from './event-bus.ts';
 import { type EventRouting, type EventRoutingOptions, startEventRouting } from './event-routing.ts';
@@ -31,7 +32,8 @@ import { readStackModel, type StackModel } from './template.ts';
  * started and stopped on its own:
  *
  * 1. the stand-ins (`stand-ins.ts`): DynamoDB Local with the template's tables, the EC2 emulator
- *    with a seeded cluster, the Kubernetes API stand-in, the roles' identities and IAM, and the
+ *    with a seeded cluster, the Kubernetes API server (kube-apiserver by default, or the emulator:
+ *    `kubernetesBackend`), the roles' identities and IAM, and the
  *    simulated cilium-agents;
  * 2. the function fleet (`function-fleet.ts`): the bundled function assets in Lambda containers,
  *    with the template's environment, each as its own role, and Lambda's Invoke API;
@@ -62,7 +64,8 @@ export interface LocalCloud {
   readonly model: StackModel;
   readonly ec2: Ec2Emulator;
   readonly cluster: ClusterSeed;
-  readonly k8s: K8sEmulator;
+  /** The Kubernetes API server (`k8sEmulatorOf` for the emulator's own handles, when it is the backend). */
+  readonly k8s: KubernetesUnderTest;
   /** A cluster admin's kubeconfig (each function has its own, with its role's group). */
   readonly kubeconfigPath: string;
   /** The node table, created from the template on DynamoDB Local. */
@@ -102,7 +105,7 @@ export interface LocalCloud {
   /** The summary of the instances launched (or of `instanceIds`). */
   summary(instanceIds?: readonly string[]): Promise<CloudSummary>;
   /** EC2 calls IAM denied and Kubernetes requests refused (401/403), since the start. */
-  denials(): Denials;
+  denials(): Promise<Denials>;
   /** Invocation counters per function logical id. */
   functionStats(): Record<string, FunctionStats>;
   /** The running 1.20 agent of a node (`agentVersions` 1.20 or mixed), if that node runs one. */
@@ -198,6 +201,20 @@ interface CloudParts {
   readonly routing: EventRouting;
   readonly clock: ShiftableClock | undefined;
   stop(): Promise<void>;
+}
+
+/**
+ * The Kubernetes emulator of a cloud started with `kubernetesBackend: 'emulator'` (its store, its
+ * request log, its open watches): what the bench and the chaos runs read synchronously.
+ */
+export function k8sEmulatorOf(cloud: Pick<LocalCloud, 'k8s'>): K8sEmulator {
+  const { emulator } = cloud.k8s;
+  if (emulator === undefined) {
+    throw new Error(
+      `this local cloud runs on ${cloud.k8s.version}: start it with kubernetesBackend 'emulator'`,
+    );
+  }
+  return emulator;
 }
 
 /** The `LocalCloud` interface over the parts: each member is one part's, or (`settle`) asks all three. */

@@ -133,9 +133,10 @@ async function runOnce(cloud: LocalCloud, recentErrors: readonly string[]): Prom
   await cloud.fireSchedules();
   await cloud.settle();
   const summary = await cloud.summary();
+  console.log(kubernetesLine(cloud));
   console.log(renderSummary(summary));
   console.log(describeActivity(cloud, recentErrors));
-  const denials = cloud.denials();
+  const denials = await cloud.denials();
   console.log(renderDenials(denials));
   const ok =
     !timedOut &&
@@ -153,7 +154,7 @@ async function runLive(cloud: LocalCloud, recentErrors: readonly string[], flags
   const interactive = process.stdout.isTTY === true;
   let previous = '';
   const draw = async () => {
-    const text = `${renderSummary(await cloud.summary())}\n${renderDenials(cloud.denials())}\n${describeActivity(cloud, recentErrors)}`;
+    const text = `${kubernetesLine(cloud)}\n${renderSummary(await cloud.summary())}\n${renderDenials(await cloud.denials())}\n${describeActivity(cloud, recentErrors)}`;
     if (text === previous) return;
     previous = text;
     if (interactive) process.stdout.write('\x1b[2J\x1b[H');
@@ -174,6 +175,11 @@ async function runLive(cloud: LocalCloud, recentErrors: readonly string[], flags
     process.once('SIGINT', finish);
     process.once('SIGTERM', finish);
   });
+}
+
+/** Which Kubernetes API server the cloud runs on: `kube-apiserver v1.36.3`, or the emulator. */
+function kubernetesLine(cloud: LocalCloud): string {
+  return cloud.k8s.backend === 'emulator' ? 'Kubernetes emulator' : `kube-apiserver ${cloud.k8s.version}`;
 }
 
 function describeCloud(cloud: LocalCloud, startupMs: number, logPath: string): string {

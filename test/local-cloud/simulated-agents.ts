@@ -1,12 +1,12 @@
 import type { Ec2Emulator } from '../emulators/ec2/index.ts';
-import type { K8sEmulator } from '../emulators/k8s/index.ts';
 import { MultiPoolAgentModel } from '../support/cilium-multipool-agent-model.ts';
-import { LocalMultiPoolAgent, registerCiliumNode } from './cilium-agent.ts';
+import { type AgentKubernetesApi, LocalMultiPoolAgent, registerCiliumNode } from './cilium-agent.ts';
 
 /**
  * The cluster's nodes, as far as the functions can tell: when an EC2 instance starts running, its
  * cilium-agent registers the node's CiliumNode (named after the PrivateDnsName) after
- * `agentDelayMs`, and a 1.20 agent then keeps running on it.
+ * `agentDelayMs` (through the Kubernetes API, as the agent does), and a 1.20 agent then keeps
+ * running on it.
  */
 
 export interface SimulatedAgentsOptions {
@@ -23,7 +23,10 @@ export interface SimulatedAgentsOptions {
 }
 
 export interface SimulatedAgents {
-  /** Registrations waiting for their delay: while any is, the cloud is not settled. */
+  /**
+   * Registrations waiting for their delay or under way, and 1.20 agents in a pass: while any is,
+   * the cloud is not settled.
+   */
   pendingRegistrations(): number;
   /** The first registration that failed, if one did (`waitUntil` rethrows it). */
   firstFailure(): Error | undefined;
@@ -35,23 +38,30 @@ export interface SimulatedAgents {
 
 export function startSimulatedAgents(
   ec2: Ec2Emulator,
-  k8s: K8sEmulator,
+  k8s: AgentKubernetesApi,
   options: SimulatedAgentsOptions,
 ): SimulatedAgents {
   const registrationTimers = new Set<NodeJS.Timeout>();
+  let registrationsUnderWay = 0;
   const failures: Error[] = [];
   const multiPoolAgents = new Map<string, LocalMultiPoolAgent>();
   let registeredAgents = 0;
-  const register = (nodeName: string, instanceId: string) => {
+  let stopped = false;
+  const register = async (nodeName: string, instanceId: string) => {
+    // Which agent a node runs is decided in launch order, before its registration's round trips.
+    const version = options.agentVersions ?? '1.19';
+    const multiPool = version === '1.20' || (version === 'mixed' && registeredAgents % 2 === 1);
+    registeredAgents++;
+    registrationsUnderWay++;
     try {
-      registerCiliumNode(k8s, nodeName, instanceId);
-      const version = options.agentVersions ?? '1.19';
-      if (version === '1.20' || (version === 'mixed' && registeredAgents % 2 === 1)) {
+      await registerCiliumNode(k8s, nodeName, instanceId);
+      if (multiPool && !stopped) {
         multiPoolAgents.set(nodeName, new LocalMultiPoolAgent(k8s, nodeName, new MultiPoolAgentModel()));
       }
-      registeredAgents++;
     } catch (error) {
       failures.push(error as Error);
+    } finally {
+      registrationsUnderWay--;
     }
   };
   const unsubscribe = ec2.state.onInstanceStateChange(({ instanceId, state }) => {
@@ -59,15 +69,19 @@ export function startSimulatedAgents(
     const nodeName = ec2.state.instance(instanceId)?.privateDnsName ?? instanceId;
     const timer = setTimeout(() => {
       registrationTimers.delete(timer);
-      register(nodeName, instanceId);
+      void register(nodeName, instanceId);
     }, options.agentDelayMs ?? 0);
     registrationTimers.add(timer);
   });
   return {
-    pendingRegistrations: () => registrationTimers.size,
+    pendingRegistrations: () =>
+      registrationTimers.size +
+      registrationsUnderWay +
+      [...multiPoolAgents.values()].filter((agent) => agent.busy()).length,
     firstFailure: () => failures[0],
     multiPoolAgent: (nodeName) => multiPoolAgents.get(nodeName),
     stop: () => {
+      stopped = true;
       unsubscribe();
       for (const agent of multiPoolAgents.values()) agent.stop();
       for (const timer of registrationTimers) clearTimeout(timer);

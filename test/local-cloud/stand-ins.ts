@@ -16,19 +16,10 @@ import {
   type IamIdentity,
   startEc2Emulator,
 } from '../emulators/ec2/index.ts';
-import {
-  DEFAULT_TOKEN,
-  type K8sEmulator,
-  startK8sEmulator,
-  writeKubeconfig,
-} from '../emulators/k8s/index.ts';
+import { writeKubeconfig } from '../emulators/k8s/index.ts';
 import { type DynamoDbLocal, startDynamoDbLocal } from '../support/dynamodb-local.ts';
-import {
-  type FunctionIdentity,
-  functionIdentities,
-  identityOfFunction,
-  kubernetesAuthorization,
-} from './identities.ts';
+import { type KubernetesBackend, type KubernetesUnderTest, startKubernetes } from '../support/kubernetes.ts';
+import { identityOfFunction } from './identities.ts';
 import { assertLoopback, LOCAL_ACCOUNT, LOCAL_REGION, physicalName } from './local-account.ts';
 import type { ShiftableClock } from './shiftable-clock.ts';
 import {
@@ -44,8 +35,10 @@ import { type StackModel, type TableDefinition, TemplateError } from './template
 /**
  * The local cloud's stand-ins for the systems the functions talk to: DynamoDB Local (the real
  * engine; the template's tables are created on it), the EC2 emulator (a seeded cluster; IAM
- * authorizes every call by the caller's role) and the Kubernetes API stand-in (RBAC by each
- * function role's group, reached through a kubeconfig per role). The cluster's nodes register
+ * authorizes every call by the caller's role) and the Kubernetes API: by default the real
+ * kube-apiserver (with etcd, `npm run peers:build`), or the emulator where its speed matters (the
+ * bench, the chaos runs); RBAC by each function role's group (`rbac.yaml`), each function reached
+ * through a kubeconfig with its role's own token. The cluster's nodes register
  * their CiliumNodes as cilium-agent would (`agents`). They start before the stack is known, so
  * they come up while it synthesizes; `createStackResources` then creates what the stack declares.
  */
@@ -55,8 +48,10 @@ export interface StandInsOptions extends SimulatedAgentsOptions {
   readonly dynamoDbEndpoint?: string;
   /** Options for the EC2 emulator (throttling, eventual consistency...). */
   readonly ec2?: Parameters<typeof startEc2Emulator>[0];
-  /** Where the functions' kubeconfigs point (e.g. a proxy in front of the emulator); default the emulator. */
+  /** Where the functions' kubeconfigs point (e.g. a proxy in front of the emulator); default the server's `url`. */
   readonly kubernetesUrl?: string;
+  /** The Kubernetes API server: `kube-apiserver` (default) or the `emulator`. */
+  readonly kubernetesBackend?: KubernetesBackend;
 }
 
 /** The table whose stream feeds a function: the node table. */
@@ -95,7 +90,8 @@ export interface LocalIam {
 
 export interface StandIns {
   readonly ec2: Ec2Emulator;
-  readonly k8s: K8sEmulator;
+  /** The Kubernetes API server the functions and the simulated agents use. */
+  readonly k8s: KubernetesUnderTest;
   /** DynamoDB Local, and this process's own clients of it (table setup, stream polling). */
   readonly dynamoDb: {
     readonly endpoint: string;
@@ -111,7 +107,7 @@ export interface StandIns {
   /** Creates the template's tables and seeds the stack's cluster; the tables go with `stop`. */
   createStackResources(stack: SynthesizedStack, model: StackModel): Promise<StackResources>;
   /** EC2 calls IAM denied, Kubernetes requests refused (401/403) and invokes IAM denied, since the start. */
-  denials(): Denials;
+  denials(): Promise<Denials>;
   stop(): Promise<void>;
 }
 
@@ -122,14 +118,15 @@ const LOCAL_CREDENTIALS = {
   sessionToken: 'local-cloud-session',
 };
 
-/** Starts DynamoDB Local (unless one is given), the EC2 and the Kubernetes emulators, together. */
+/** Starts DynamoDB Local (unless one is given), the EC2 emulator and the Kubernetes API server, together. */
 export function startStandIns(
   options: StandInsOptions,
   clock: ShiftableClock | undefined,
 ): Promise<StandIns> {
   return startOrUndo(async (teardown) => {
-    const identities = functionIdentities(LOCAL_ACCOUNT);
-    const { dynamoDbLocal, ec2, k8s } = await startServers(options, identities, teardown);
+    const { dynamoDbLocal, ec2, k8s } = await startServers(options, teardown);
+    // The server's own identities (a token per function role): the fleet's kubeconfigs use them.
+    const identities = k8s.identities;
     if (clock !== undefined) ec2.setClock(clock.now);
     const dynamoDb = dynamoDbClientsOf(options.dynamoDbEndpoint ?? (dynamoDbLocal as DynamoDbLocal).endpoint);
     teardown.add(
@@ -161,6 +158,10 @@ export function startStandIns(
         const identity = identityOfFunction(functionLogicalId, identities);
         const directory = join(workDirectory, identity.functionId);
         mkdirSync(directory);
+        if (kubernetesUrl === k8s.url) return k8s.writeKubeconfig(directory, identity.kubernetesToken);
+        if (k8s.controlPlane !== undefined) {
+          return k8s.controlPlane.writeKubeconfig(directory, identity.kubernetesToken, kubernetesUrl);
+        }
         return writeKubeconfig(kubernetesUrl, directory, identity.kubernetesToken);
       },
       createStackResources: async (stack, model) => {
@@ -169,7 +170,8 @@ export function startStandIns(
         if (options.dynamoDbEndpoint !== undefined) teardown.add(() => resources.deleteTables());
         return resources;
       },
-      denials: () => denialsOf(ec2.calls.log, k8s.requests.all(), invokes.denied),
+      // The functions' requests the server refused (401/403): its audit log, or the emulator's log.
+      denials: async () => denialsOf(ec2.calls.log, await k8s.requests(), invokes.denied),
       stop: () => teardown.run(),
     };
   });
@@ -181,14 +183,13 @@ export function startStandIns(
  */
 async function startServers(
   options: StandInsOptions,
-  identities: readonly FunctionIdentity[],
   teardown: Teardown,
-): Promise<{ dynamoDbLocal: DynamoDbLocal | undefined; ec2: Ec2Emulator; k8s: K8sEmulator }> {
+): Promise<{ dynamoDbLocal: DynamoDbLocal | undefined; ec2: Ec2Emulator; k8s: KubernetesUnderTest }> {
   const [dynamoDbOutcome, ec2Outcome, k8sOutcome] = await Promise.allSettled([
     options.dynamoDbEndpoint === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
     // Only the functions' own access keys authenticate; each is given its role's policies (`iam.assumeRole`).
     startEc2Emulator({ ...options.ec2, identities: {} }),
-    startK8sEmulator(kubernetesAuthorization(identities, DEFAULT_TOKEN)),
+    startKubernetes({ backend: options.kubernetesBackend ?? 'kube-apiserver', account: LOCAL_ACCOUNT }),
   ]);
   if (dynamoDbOutcome.status === 'fulfilled' && dynamoDbOutcome.value) {
     const dynamoDbLocal = dynamoDbOutcome.value;

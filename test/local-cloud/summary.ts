@@ -4,11 +4,12 @@ import { checkRightNode, checkStatusCoversSpec, type Violation } from '../../fun
 import type { NodeRecord } from '../../functions/core/model.ts';
 import type { CallRecord } from '../emulators/ec2/calls.ts';
 import type { Ec2State } from '../emulators/ec2/index.ts';
-import type { K8sEmulator, RequestRecord } from '../emulators/k8s/index.ts';
+import type { CiliumNodeObject } from '../emulators/k8s/index.ts';
+import type { KubernetesUnderTest, ObservedRequest, ObservedVersion } from '../support/kubernetes.ts';
 
 /**
  * What the local cloud shows: per instance, EC2's view, its node record and its CiliumNode, and
- * the invariants judged over EVERY version of the CiliumNode the Kubernetes emulator recorded
+ * the invariants judged over EVERY version of the CiliumNode the Kubernetes API server stored
  * (DESIGN.md invariants 1 and 6: what any watcher could have seen, not just the last state).
  */
 
@@ -46,13 +47,18 @@ export interface CloudSummary {
   readonly violations: number;
 }
 
-export function summarize(
+/** One read of the server's CiliumNodes and of their history, then the summary of each instance. */
+export async function summarize(
   ec2: Ec2State,
-  k8s: K8sEmulator,
+  k8s: Pick<KubernetesUnderTest, 'history' | 'listCiliumNodes'>,
   records: ReadonlyMap<string, NodeRecord>,
   instanceIds: readonly string[],
-): CloudSummary {
-  const nodes = instanceIds.map((instanceId) => summarizeNode(ec2, k8s, records.get(instanceId), instanceId));
+): Promise<CloudSummary> {
+  const [history, ciliumNodes] = await Promise.all([k8s.history(), k8s.listCiliumNodes()]);
+  const current = new Map(ciliumNodes.map((object) => [object.metadata.name, object]));
+  const nodes = instanceIds.map((instanceId) =>
+    summarizeNode(ec2, { history, current }, records.get(instanceId), instanceId),
+  );
   return {
     nodes,
     readyNodes: nodes.filter((node) => node.ready).length,
@@ -62,13 +68,16 @@ export function summarize(
 
 function summarizeNode(
   ec2: Ec2State,
-  k8s: K8sEmulator,
+  k8s: {
+    readonly history: readonly ObservedVersion[];
+    readonly current: ReadonlyMap<string, CiliumNodeObject>;
+  },
   record: NodeRecord | undefined,
   instanceId: string,
 ): NodeSummary {
   const instance = ec2.instance(instanceId);
   const nodeName = record?.nodeName ?? instance?.privateDnsName ?? instanceId;
-  const history = k8s.history(nodeName).filter((entry) => entry.type !== 'DELETED');
+  const history = k8s.history.filter((entry) => entry.name === nodeName && entry.type !== 'DELETED');
   const violations = history.flatMap((entry) => {
     const version = entry.object as unknown as CiliumNode;
     return [...checkStatusCoversSpec(version), ...checkRightNode(version, instanceId)].map((violation) => ({
@@ -76,7 +85,7 @@ function summarizeNode(
       message: `rv ${entry.resourceVersion}: ${violation.message}`,
     }));
   });
-  const current = k8s.store.get(nodeName) as unknown as CiliumNode | undefined;
+  const current = k8s.current.get(nodeName) as unknown as CiliumNode | undefined;
   const annotation = current?.metadata.annotations?.[RECORD_VERSION_ANNOTATION];
   const poolSize = Object.keys(current?.spec?.ipam?.pool ?? {}).length;
   const recordSummary =
@@ -133,7 +142,7 @@ export interface Denials {
 /** The authorization denials among the calls made so far (floor 0: the roles allow what the functions do). */
 export function denialsOf(
   ec2Calls: readonly CallRecord[],
-  k8sRequests: readonly RequestRecord[],
+  k8sRequests: readonly Pick<ObservedRequest, 'verb' | 'subresource' | 'statusCode'>[],
   deniedInvokes: readonly string[] = [],
 ): Denials {
   const ec2: Record<string, number> = {};

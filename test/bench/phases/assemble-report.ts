@@ -1,3 +1,4 @@
+import type { Denials } from '../../local-cloud/summary.ts';
 import type { BundleFigures } from '../bundles.ts';
 import { floorReadyNodes, type TokenBucketFloor } from '../floors.ts';
 import { type ItemSizes, m5x24ItemSizes } from '../item-size.ts';
@@ -81,6 +82,8 @@ export interface MeasuredRun {
   readonly noOpSync: NoOpResync;
   readonly demandToPool: DemandToPool | undefined;
   readonly sweepCosts: readonly SweepCost[];
+  /** The authorization denials over the whole run, read at its end. */
+  readonly denials: Denials;
 }
 
 /**
@@ -124,7 +127,7 @@ function allFigures(run: MeasuredRun, tally: BurstTally, itemSizes: ItemSizes): 
   const { settings, burst } = run;
   return [
     ...ec2CallFigures(tally, burst, settings),
-    ...denialFigures(run.bench.cloud.denials()),
+    ...denialFigures(run.denials),
     timeToLastReadyFigure(tally, burst, settings),
     ...roundTripsAloneFigures(run.singleNode, run.warmSingleNode),
     ...storeWriteFigures(tally, settings),

@@ -91,6 +91,8 @@ export async function startBenchCloud(
       AWS_ENDPOINT_URL_DYNAMODB: taps.dynamoDb.url,
     },
     kubernetesUrl: taps.kubernetes.url,
+    // The emulator, for its speed at the bench's scale (and its synchronous store and request log).
+    kubernetesBackend: 'emulator',
     ec2: { throttling: true, clock },
     onLog: functionLog.record,
   });

@@ -1,6 +1,7 @@
 import { ENI_TAG_KEYS } from '../../../functions/core/eni-ownership.ts';
 import type { CallRecord } from '../../emulators/ec2/calls.ts';
 import { isNonMutatingAction } from '../../emulators/ec2/throttling.ts';
+import { k8sEmulatorOf } from '../../local-cloud/local-cloud.ts';
 import type { Denials } from '../../local-cloud/summary.ts';
 import { necessaryMutatingCalls, type TokenBucketFloor, tokenBucketFloor } from '../floors.ts';
 import { type Figure, figure } from '../report.ts';
@@ -86,7 +87,9 @@ function tallyDynamoDb(records: readonly TapRecord[]): BurstTally['dynamoDb'] {
 
 function tallyKubernetes(bench: BenchCloud, burst: LaunchBurst): BurstTally['kubernetes'] {
   const { startMarks, endMarks } = burst;
-  const requests = bench.cloud.k8s.requests.all().slice(startMarks.k8sRequests, endMarks.k8sRequests);
+  const requests = k8sEmulatorOf(bench.cloud)
+    .requests.all()
+    .slice(startMarks.k8sRequests, endMarks.k8sRequests);
   const writes = requests.filter((request) => KUBERNETES_WRITE_VERBS.has(request.verb));
   const syncs = bench.functionLog.syncs.slice(startMarks.syncLog, endMarks.syncLog);
   return {

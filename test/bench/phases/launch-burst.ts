@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DynamoNodeRecordStore } from '../../../functions/aws/node-table.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
-import type { LocalCloud } from '../../local-cloud/local-cloud.ts';
+import { k8sEmulatorOf, type LocalCloud } from '../../local-cloud/local-cloud.ts';
 import { summarize } from '../../local-cloud/summary.ts';
 import { nowMs } from '../tap.ts';
 import type { BenchCloud } from './bench-cloud.ts';
@@ -89,7 +89,7 @@ export async function launchBurst(bench: BenchCloud, settings: BenchSettings): P
   const endMarks = logMarks(bench);
   const { newEnis, floorAssigns } = enisMadeFor(cloud.ec2.state, instanceIds);
   const records = await allRecords(bench.directStore);
-  const finalSummary = summarize(cloud.ec2.state, cloud.k8s, records, instanceIds);
+  const finalSummary = await summarize(cloud.ec2.state, cloud.k8s, records, instanceIds);
   return {
     instanceIds,
     nodeNames,
@@ -173,7 +173,7 @@ async function waitUntilReady(
 function logMarks(bench: BenchCloud): LogMarks {
   return {
     ec2Calls: bench.cloud.ec2.calls.log.length,
-    k8sRequests: bench.cloud.k8s.requests.all().length,
+    k8sRequests: k8sEmulatorOf(bench.cloud).requests.all().length,
     syncLog: bench.functionLog.syncs.length,
     taps: bench.taps.all.map((tap) => tap.records.length),
   };
@@ -207,7 +207,7 @@ async function pollReadiness(
   // Only nodes whose CiliumNode already shows a pool can be ready: read their records.
   const candidates = instanceIds.filter((instanceId) => {
     if (readyAt.has(instanceId)) return false;
-    const current = cloud.k8s.store.get(nodeNames.get(instanceId) ?? '') as
+    const current = k8sEmulatorOf(cloud).store.get(nodeNames.get(instanceId) ?? '') as
       | { spec?: { ipam?: { pool?: Record<string, unknown> } } }
       | undefined;
     return Object.keys(current?.spec?.ipam?.pool ?? {}).length > 0;
@@ -222,7 +222,7 @@ async function pollReadiness(
     });
   }
   const seconds = elapsedSeconds();
-  for (const node of summarize(cloud.ec2.state, cloud.k8s, records, candidates).nodes) {
+  for (const node of (await summarize(cloud.ec2.state, cloud.k8s, records, candidates)).nodes) {
     if (node.ready) readyAt.set(node.instanceId, seconds);
   }
 }

@@ -1,3 +1,4 @@
+import { k8sEmulatorOf } from '../../local-cloud/local-cloud.ts';
 import { type Figure, figure } from '../report.ts';
 import { type BenchCloud, KUBERNETES_WRITE_VERBS } from './bench-cloud.ts';
 import type { BenchSettings } from './settings.ts';
@@ -21,9 +22,9 @@ export interface NoOpResync {
 export async function resyncEveryNode(bench: BenchCloud, settings: BenchSettings): Promise<NoOpResync> {
   const { cloud } = bench;
   settings.onProgress('a resync of every node (expected to change nothing)...');
-  const requestsBefore = cloud.k8s.requests.all().length;
+  const requestsBefore = k8sEmulatorOf(cloud).requests.all().length;
   const result = await cloud.invoke('Sync', { all: true });
-  const requests = cloud.k8s.requests.all().slice(requestsBefore);
+  const requests = k8sEmulatorOf(cloud).requests.all().slice(requestsBefore);
   const outcomes =
     result.status === 'succeeded'
       ? (result.payload as { outcomes?: Record<string, number> }).outcomes

@@ -39,6 +39,7 @@ describe('chaos on the local cloud (fixed seeds)', () => {
       runSchedules: false,
       ec2Events: false,
       simulateAgents: false,
+      kubernetesBackend: 'emulator',
     });
     try {
       const { clusterName } = cloud.cluster;
@@ -48,7 +49,7 @@ describe('chaos on the local cloud (fixed seeds)', () => {
         secondaryPrivateIpAddressCount: 1,
         tags: tagsForNewEni(clusterName, instance.instanceId),
       });
-      cloud.k8s.store.create({
+      await cloud.k8s.createCiliumNode({
         apiVersion: 'cilium.io/v2',
         kind: 'CiliumNode',
         metadata: { name: instance.privateDnsName },

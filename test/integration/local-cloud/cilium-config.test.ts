@@ -50,7 +50,7 @@ describe('pre-agent knobs from cilium-config', () => {
     );
   };
   const configMapReads = () =>
-    cloud.k8s.requests.all({ resource: 'configmaps', verb: 'get', namespace: 'kube-system' });
+    cloud.k8s.requests({ resource: 'configmaps', verb: 'get', name: 'cilium-config' });
 
   it('without cilium-config, uses the stack defaults (the first interface index 0: eth0)', async () => {
     const instance = cloud.launchInstance('m5.large', { primaryNetworkInterfaceTags: eth0Ours });
@@ -58,7 +58,7 @@ describe('pre-agent knobs from cilium-config', () => {
     expect(result).toMatchObject({ status: 'succeeded', payload: { status: 'allocated' } });
     expect(await ipsByDeviceIndex(instance.instanceId)).toEqual({ 0: 8 });
     // Read by the allocate function's identity, once, and absent.
-    expect(configMapReads()).toEqual([
+    expect(await configMapReads()).toEqual([
       expect.objectContaining({
         name: 'cilium-config',
         statusCode: 404,
@@ -68,25 +68,25 @@ describe('pre-agent knobs from cilium-config', () => {
   });
 
   it('with eni-first-interface-index 1, puts the pool on an ENI at device index 1, where the agent will use it', async () => {
-    cloud.k8s.configMaps.put('kube-system', 'cilium-config', {
+    await cloud.k8s.putConfigMap('kube-system', 'cilium-config', {
       ipam: 'eni',
       'eni-first-interface-index': '1',
       'eni-tags': '{}',
     });
-    const reads = configMapReads().length;
+    const reads = (await configMapReads()).length;
     const instance = cloud.launchInstance('m5.large', { primaryNetworkInterfaceTags: eth0Ours });
     const result = await cloud.invoke('Allocate', running(instance.instanceId));
     expect(result).toMatchObject({ status: 'succeeded', payload: { status: 'allocated' } });
     expect(await ipsByDeviceIndex(instance.instanceId)).toEqual({ 1: 8 });
-    expect(configMapReads().slice(reads)).toEqual([expect.objectContaining({ statusCode: 200 })]);
+    expect((await configMapReads()).slice(reads)).toEqual([expect.objectContaining({ statusCode: 200 })]);
 
     // The agent registers the knob the ConfigMap gave it; the published pool is all usable to it.
     await cloud.drainStream();
-    registerCiliumNode(cloud.k8s, instance.privateDnsName, instance.instanceId, {
+    await registerCiliumNode(cloud.k8s, instance.privateDnsName, instance.instanceId, {
       eni: { 'first-interface-index': 1 },
     });
     await cloud.invoke('Sync', { instanceId: instance.instanceId });
-    const ciliumNode = cloud.k8s.store.get(instance.privateDnsName) as unknown as CiliumNode;
+    const ciliumNode = (await cloud.k8s.getCiliumNode(instance.privateDnsName)) as unknown as CiliumNode;
     const pool = Object.values(ciliumNode.spec?.ipam?.pool ?? {}).map((entry) => entry.resource);
     const enis = ciliumNode.status?.eni?.enis ?? {};
     expect(pool).toHaveLength(8);
@@ -96,18 +96,18 @@ describe('pre-agent knobs from cilium-config', () => {
     // IPs were placed with: no knob change, no need; only the agent's protocol is recorded now that
     // it registered. (The first node, placed before the ConfigMap existed, is reconciled to its new knobs.)
     const enisBefore = (await cloud.records()).get(instance.instanceId)?.enis;
-    const sweepReads = configMapReads().length;
+    const sweepReads = (await configMapReads()).length;
     const sweep = await cloud.invoke('Sweep', { task: 'sweep' });
     expect(sweep).toMatchObject({
       status: 'succeeded',
       payload: { reconciled: { 'protocol-changed': 1 }, failed: [] },
     });
-    expect(configMapReads().length - sweepReads).toBe(1);
+    expect((await configMapReads()).length - sweepReads).toBe(1);
     expect((await cloud.records()).get(instance.instanceId)?.enis).toEqual(enisBefore);
   });
 
   it('records the agent’s pre-allocate and prefix-delegation knobs for the node, and plans by them', async () => {
-    cloud.k8s.configMaps.put('kube-system', 'cilium-config', {
+    await cloud.k8s.putConfigMap('kube-system', 'cilium-config', {
       ipam: 'eni',
       'eni-disable-prefix-delegation': 'true',
       'ipam-pre-allocate': '4',
@@ -121,7 +121,7 @@ describe('pre-agent knobs from cilium-config', () => {
   });
 
   it('refuses a malformed value, naming the key, and writes nothing', async () => {
-    cloud.k8s.configMaps.put('kube-system', 'cilium-config', { 'eni-first-interface-index': 'one' });
+    await cloud.k8s.putConfigMap('kube-system', 'cilium-config', { 'eni-first-interface-index': 'one' });
     const instance = cloud.launchInstance('m5.large', { primaryNetworkInterfaceTags: eth0Ours });
     const mutating = cloud.ec2.calls.mutating();
     const result = await cloud.invoke('Allocate', running(instance.instanceId));
@@ -142,8 +142,8 @@ describe('pre-agent knobs from cilium-config', () => {
     expect((await cloud.records()).get(instance.instanceId)).toBeUndefined();
   });
 
-  it('was never refused by RBAC, and read no other ConfigMap', () => {
-    const requests = cloud.k8s.requests.all({ resource: 'configmaps' });
+  it('was never refused by RBAC, and read no other ConfigMap', async () => {
+    const requests = await cloud.k8s.requests({ resource: 'configmaps' });
     expect(requests.length).toBeGreaterThan(0);
     expect(requests.every((request) => request.name === 'cilium-config' && request.verb === 'get')).toBe(
       true,

@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 /** cilium-operator's work on a node: an ENI of its own at device 1 with IPs, published in the CiliumNode. */
-function servedByTheOperator(instance: InstanceRecord): string {
+async function servedByTheOperator(instance: InstanceRecord): Promise<string> {
   const { state } = cloud.ec2;
   const { networkInterface: eni } = state.createNetworkInterface({
     subnetId: instance.subnetId,
@@ -53,7 +53,7 @@ function servedByTheOperator(instance: InstanceRecord): string {
     deviceIndex: 1,
   });
   const ips = state.networkInterface(eni.networkInterfaceId)?.secondaryPrivateIpAddresses ?? [];
-  cloud.k8s.store.create({
+  await cloud.k8s.createCiliumNode({
     apiVersion: 'cilium.io/v2',
     kind: 'CiliumNode',
     metadata: { name: instance.privateDnsName },
@@ -66,8 +66,8 @@ function servedByTheOperator(instance: InstanceRecord): string {
   return eni.networkInterfaceId;
 }
 
-const ciliumNode = (instance: InstanceRecord) =>
-  cloud.k8s.store.get(instance.privateDnsName) as unknown as CiliumNode | undefined;
+const ciliumNode = async (instance: InstanceRecord) =>
+  (await cloud.k8s.getCiliumNode(instance.privateDnsName)) as unknown as CiliumNode | undefined;
 
 const namesAny = (params: Readonly<Record<string, string>>, eniIds: ReadonlySet<string>) =>
   Object.values(params).some((value) => eniIds.has(value));
@@ -78,7 +78,7 @@ describe('the hand-over from cilium-operator', () => {
       cloud.launchInstance('m5.large'),
       cloud.launchInstance('t3.medium', { subnet: 'nodesB' }),
     ];
-    const foreignEnis = new Set(instances.map(servedByTheOperator));
+    const foreignEnis = new Set(await Promise.all(instances.map(servedByTheOperator)));
     await cloud.fireSchedules();
     await cloud.settle();
 
@@ -88,13 +88,13 @@ describe('the hand-over from cilium-operator', () => {
     expect(mutatingCalls).toEqual([]);
     expect((await cloud.records()).size).toBe(0);
     for (const instance of instances) {
-      expect(ciliumNode(instance)?.metadata.annotations?.[RECORD_VERSION_ANNOTATION]).toBeUndefined();
+      expect((await ciliumNode(instance))?.metadata.annotations?.[RECORD_VERSION_ANNOTATION]).toBeUndefined();
     }
 
     // Runbook step 1-3: Nodes annotated, agents restarted (they copy the annotation), verified.
     for (const instance of instances) {
-      const current = ciliumNode(instance) as CiliumNode;
-      cloud.k8s.store.put({
+      const current = (await ciliumNode(instance)) as CiliumNode;
+      await cloud.k8s.putCiliumNode({
         ...current,
         metadata: { ...current.metadata, annotations: { [IPAM_IGNORE_ANNOTATION]: 'true' } },
       });
@@ -109,7 +109,7 @@ describe('the hand-over from cilium-operator', () => {
     const records = await cloud.records();
     for (const instance of instances) {
       const record = records.get(instance.instanceId);
-      const cn = ciliumNode(instance) as CiliumNode;
+      const cn = (await ciliumNode(instance)) as CiliumNode;
       expect(record?.lifecycle, instance.instanceId).toBe('active');
       expect(cn.metadata.annotations?.[RECORD_VERSION_ANNOTATION]).toBe(String(record?.version));
       expect(cn.metadata.annotations?.[IPAM_IGNORE_ANNOTATION]).toBe('true');
@@ -133,6 +133,6 @@ describe('the hand-over from cilium-operator', () => {
     expect(mutatingCalls.length).toBeGreaterThan(0);
     expect(mutatingCalls.filter((call) => namesAny(call.params, foreignEnis))).toEqual([]);
     expect(cloud.asyncFailures).toEqual([]);
-    expect(cloud.denials().total, 'calls refused by IAM or RBAC').toBe(0);
+    expect((await cloud.denials()).total, 'calls refused by IAM or RBAC').toBe(0);
   }, 120_000);
 });

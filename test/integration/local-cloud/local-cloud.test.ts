@@ -6,7 +6,7 @@ import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.
 
 /**
  * The local cloud end to end: the stack synthesized in-process (bundling included), its bundled
- * functions run in worker threads against DynamoDB Local and the EC2 and Kubernetes emulators,
+ * functions run in worker threads against DynamoDB Local, the EC2 emulator and kube-apiserver,
  * wired by the template's rules and stream mapping. Two launched instances must end up recorded
  * and published, with status covering spec at every CiliumNode version ever stored.
  */
@@ -52,13 +52,17 @@ describe('local cloud running the synthesized stack', () => {
       const recordedIps = (record?.enis ?? []).flatMap((eni) => eni.secondaryIps);
       expect(recordedIps.length).toBeGreaterThan(0);
 
-      const ciliumNode = cloud.k8s.store.get(instance.privateDnsName) as unknown as CiliumNode | undefined;
+      const ciliumNode = (await cloud.k8s.getCiliumNode(instance.privateDnsName)) as unknown as
+        | CiliumNode
+        | undefined;
       expect(ciliumNode?.spec?.['instance-id']).toBe(instance.instanceId);
       const pool = Object.keys(ciliumNode?.spec?.ipam?.pool ?? {});
       expect(pool.length).toBeGreaterThan(0);
       expect(recordedIps).toEqual(expect.arrayContaining(pool));
 
-      const history = cloud.k8s.history(instance.privateDnsName).filter((entry) => entry.type !== 'DELETED');
+      const history = (await cloud.k8s.history(instance.privateDnsName)).filter(
+        (entry) => entry.type !== 'DELETED',
+      );
       expect(history.length).toBeGreaterThan(1);
       for (const entry of history) {
         expect({
@@ -97,8 +101,9 @@ describe('local cloud running the synthesized stack', () => {
     expect(cloud.asyncFailures).toEqual([]);
   });
 
-  it('authorizes each function by its own Kubernetes identity and group, and none was forbidden', () => {
-    const requests = cloud.k8s.requests.all();
+  it('authorizes each function by its own Kubernetes identity and group, and none was forbidden', async () => {
+    expect(cloud.k8s.backend).toBe('kube-apiserver');
+    const requests = await cloud.k8s.requests();
     const usersOf = (verbs: readonly string[]) =>
       new Set(requests.filter((request) => verbs.includes(request.verb)).map((request) => request.user));
     // The allocating functions publish what they wrote (the stream's sync then finds nothing to

@@ -1,6 +1,7 @@
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
 import type { InstanceRecord } from '../../emulators/ec2/index.ts';
+import { writeUsedIps } from '../../local-cloud/cilium-agent.ts';
 import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.ts';
 
 /**
@@ -11,25 +12,22 @@ import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.
  * caller's own synthesized role or group: none may be denied.
  */
 
-let cloud: LocalCloud | undefined;
-afterEach(async () => {
-  await cloud?.stop();
-  cloud = undefined;
-});
-
-async function startCloud(context: Record<string, unknown> = {}): Promise<LocalCloud> {
+/** One cloud for the file (kube-apiserver and the synthesized stack); the second test pauses it. */
+let cloud: LocalCloud;
+beforeAll(async () => {
   cloud = await startLocalCloud({
     dynamoDbEndpoint: inject('dynamoDbEndpoint'),
     runSchedules: false,
-    context,
     // One Watch invocation ends on its own within the test.
     environment: { WATCH_SECONDS: '6', DRAIN_SECONDS: '5' },
   });
-  return cloud;
-}
+}, 240_000);
+afterAll(async () => {
+  await cloud?.stop();
+});
 
-function ciliumNodeOf(local: LocalCloud, instance: InstanceRecord): CiliumNode {
-  return local.k8s.store.get(instance.privateDnsName) as unknown as CiliumNode;
+async function ciliumNodeOf(local: LocalCloud, instance: InstanceRecord): Promise<CiliumNode> {
+  return (await local.k8s.getCiliumNode(instance.privateDnsName)) as unknown as CiliumNode;
 }
 
 /** Invocations of the allocate function so far (stats are keyed by logical id). */
@@ -40,38 +38,41 @@ const allocateInvocations = (local: LocalCloud) =>
 
 const poolSize = (node: CiliumNode) => Object.keys(node.spec?.ipam?.pool ?? {}).length;
 
-/** The agent giving `count` pods a pool IP each, in status.ipam.used. */
-function startPods(local: LocalCloud, instance: InstanceRecord, count: number): void {
-  const node = ciliumNodeOf(local, instance) as CiliumNode & { status?: Record<string, unknown> };
-  const used = Object.fromEntries(
-    Object.keys(node.spec?.ipam?.pool ?? {})
-      .slice(0, count)
-      .map((ip, index) => [ip, { owner: `default/pod-${index}`, resource: '' }]),
+/** The agent giving `count` pods a pool IP each, in status.ipam.used (a status update, as the agent writes it). */
+async function startPods(local: LocalCloud, instance: InstanceRecord, count: number): Promise<void> {
+  const outcome = await writeUsedIps(local.k8s, instance.privateDnsName, (node) =>
+    Object.fromEntries(
+      Object.keys(node.spec?.ipam?.pool ?? {})
+        .slice(0, count)
+        .map((ip, index) => [ip, { owner: `default/pod-${index}`, resource: '' }]),
+    ),
   );
-  local.k8s.store.update(
-    instance.privateDnsName,
-    { ...node, status: { ...node.status, ipam: { ...(node.status?.ipam as object), used } } } as never,
-    'status',
-    'update',
-  );
+  expect(outcome).toBe('written');
+}
+
+/** Whether the Watch function's list (what its watch starts from) has been answered. */
+async function watcherListed(local: LocalCloud): Promise<boolean> {
+  const lists = await local.k8s.requests({ verb: 'list' });
+  return lists.some((request) => /WatchRole/.test(request.user ?? ''));
 }
 
 async function readyNode(local: LocalCloud): Promise<InstanceRecord> {
   const instance = local.launchInstance('m5.large');
   await local.settle();
-  expect(poolSize(ciliumNodeOf(local, instance))).toBe(8);
+  expect(poolSize(await ciliumNodeOf(local, instance))).toBe(8);
   return instance;
 }
 
 describe('the deployed watcher on the local cloud', () => {
   it('hands a node whose demand crossed the watermark to the allocate function, and nothing is denied', async () => {
-    const local = await startCloud();
+    const local = cloud;
     const instance = await readyNode(local);
     const invokesBefore = allocateInvocations(local);
     const watching = local.invoke('Watch', { task: 'watch' });
-    await local.waitUntil(() => local.k8s.openWatches() > 0, { description: 'the watch is open' });
-    startPods(local, instance, 5);
-    await local.waitUntil(() => poolSize(ciliumNodeOf(local, instance)) === 13, {
+    // Its watch starts from its list's resourceVersion: a write after the list reaches it.
+    await local.waitUntil(() => watcherListed(local), { description: 'the watcher listed' });
+    await startPods(local, instance, 5);
+    await local.waitUntil(async () => poolSize(await ciliumNodeOf(local, instance)) === 13, {
       timeoutMs: 10_000,
       description: 'the pool grew to 13',
     });
@@ -82,17 +83,22 @@ describe('the deployed watcher on the local cloud', () => {
       payload: { outcome: 'watched', served: { allocate: 1, failed: 0, paused: 0 } },
     });
     expect(allocateInvocations(local) - invokesBefore).toBe(1);
-    expect(local.denials()).toMatchObject({ total: 0 });
-    const watchRequests = local.k8s.requests.all().filter((request) => /WatchRole/.test(request.user ?? ''));
+    expect(await local.denials()).toMatchObject({ total: 0 });
+    const watchRequests = (await local.k8s.requests()).filter((request) =>
+      /WatchRole/.test(request.user ?? ''),
+    );
     expect(new Set(watchRequests.map((request) => request.verb))).toEqual(new Set(['list', 'watch']));
   });
 
   it('paused, watches and hands nothing over', async () => {
-    const local = await startCloud({ 'eni-ipam:paused': true });
+    const local = cloud;
+    // What a deploy with `eni-ipam:paused` changes: the functions' PAUSED variable.
+    await local.settle();
+    await local.updateFunctionEnvironment({ PAUSED: 'true' });
     const instance = local.launchInstance('m5.large');
     await local.settle();
     // Its agent registered a CiliumNode with an empty pool: demand the watcher sees at once.
-    expect(ciliumNodeOf(local, instance)).toBeDefined();
+    expect(await ciliumNodeOf(local, instance)).toBeDefined();
     const invokesBefore = allocateInvocations(local);
     const result = await local.invoke('Watch', { task: 'watch' });
 
@@ -101,7 +107,7 @@ describe('the deployed watcher on the local cloud', () => {
       payload: { served: { allocate: 0, release: 0, failed: 0, paused: 1 } },
     });
     expect(allocateInvocations(local) - invokesBefore).toBe(0);
-    expect(poolSize(ciliumNodeOf(local, instance))).toBe(0);
-    expect(local.denials()).toMatchObject({ total: 0 });
+    expect(poolSize(await ciliumNodeOf(local, instance))).toBe(0);
+    expect(await local.denials()).toMatchObject({ total: 0 });
   });
 });
