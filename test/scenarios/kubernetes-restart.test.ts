@@ -1,14 +1,8 @@
-import { randomUUID } from 'node:crypto';
-import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DynamoWatchLeaseStore, WATCH_STATE_KEY } from '../../functions/aws/watch-lease.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { checkRightNode, checkStatusCoversSpec } from '../../functions/core/invariants.ts';
-import type { NodeServicePort } from '../../functions/core/ports.ts';
 import { type AllocationDependencies, allocateNode } from '../../functions/services/allocate-node.ts';
-import { serveNodes } from '../../functions/services/serve-node.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
-import { watchCiliumNodes } from '../../functions/services/watch-ciliumnodes.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
 import type { ControlPlane } from '../peers/kubernetes/control-plane.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';

@@ -363,9 +363,9 @@ async function plainHealth(url: string): Promise<boolean> {
   }
 }
 
-/** Polls `check` every 100 ms for up to 60 s; fails at once, with the log's tail, if a process exited. */
+/** Polls `check` every 100 ms for up to 180 s (a loaded 2-core machine starts slowly); fails at once, with the log's tail, if a process exited. */
 async function waitFor(what: string, check: () => Promise<boolean>, processes: ProcessGroup): Promise<void> {
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 180_000;
   while (Date.now() < deadline) {
     processes.assertRunning();
     if (await check()) return;
