@@ -9,6 +9,7 @@ import {
   type SchemaVersion,
   start as startK8sEmulator,
 } from '../emulators/k8s/index.ts';
+import { ciliumNodeCrdUrl } from '../emulators/k8s/schema.ts';
 import {
   type FunctionIdentity,
   functionIdentities,
@@ -126,19 +127,9 @@ function tokenFinder(identities: readonly FunctionIdentity[]) {
   };
 }
 
-const CRD_FILES: Record<SchemaVersion, string> = {
-  'v1.12': 'ciliumnodes.v1.12.yaml',
-  'v1.19-dev': 'ciliumnodes.v1.19-dev.yaml',
-  'v1.20': 'ciliumnodes.v1.20.yaml',
-  'v1.21-dev': 'ciliumnodes.v1.21-dev.yaml',
-};
-
 /** The CiliumNode CRD manifest of one cilium generation (test/fixtures/crds). */
-export function ciliumNodeCrdYaml(version: SchemaVersion): string {
-  return readFileSync(
-    fileURLToPath(new URL(`../fixtures/crds/${CRD_FILES[version]}`, import.meta.url)),
-    'utf8',
-  );
+function ciliumNodeCrdYaml(version: SchemaVersion): string {
+  return readFileSync(ciliumNodeCrdUrl(version), 'utf8');
 }
 
 export async function startKubernetes(options: KubernetesOptions = {}): Promise<KubernetesUnderTest> {

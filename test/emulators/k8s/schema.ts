@@ -115,14 +115,18 @@ export function schemaFromCrd(crd: unknown, version = 'v2'): StructuralSchema {
   return schema as StructuralSchema;
 }
 
+/** The CiliumNode CRD manifest of one cilium generation (test/fixtures/crds). */
+export function ciliumNodeCrdUrl(version: SchemaVersion): URL {
+  return new URL(`../../fixtures/crds/${CRD_FILES[version]}`, import.meta.url);
+}
+
 const loaded = new Map<SchemaVersion, StructuralSchema>();
 
 /** The CiliumNode v2 schema of one Cilium generation, read from test/fixtures/crds (cached). */
 export function loadCiliumNodeSchema(version: SchemaVersion): StructuralSchema {
   let schema = loaded.get(version);
   if (schema === undefined) {
-    const file = new URL(`../../fixtures/crds/${CRD_FILES[version]}`, import.meta.url);
-    schema = schemaFromCrd(parse(readFileSync(file, 'utf8')));
+    schema = schemaFromCrd(parse(readFileSync(ciliumNodeCrdUrl(version), 'utf8')));
     loaded.set(version, schema);
   }
   return schema;
