@@ -1,15 +1,15 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { checkRightNode, checkStatusCoversSpec } from '../../functions/core/invariants.ts';
-import { type AllocationDependencies, allocateNode } from '../../functions/services/allocate-node.ts';
+import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
 import type { ControlPlane } from '../peers/kubernetes/control-plane.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
 
 /**
- * Faults only a real server shows: etcd killed with SIGKILL in the middle of a burst of
- * allocations and their publishing syncs, and started again. What failed is retried as the
+ * Faults only a real server shows: etcd, or kube-apiserver, killed with SIGKILL in the middle of
+ * a burst of allocations and their publishing syncs, and started again. What failed is retried as the
  * next trigger would retry it (an EventBridge redelivery, the sweep); afterwards nothing is lost
  * (every node's pool is all its EC2 addresses, published at its record's version), invariant 1 and
  * the right-node check hold at every version the server stored (a watch that reconnected through
@@ -29,36 +29,26 @@ afterEach(async () => {
   await harness.close();
 });
 
-/** The allocate function's dependencies, publishing what it writes as the deployed one does. */
-function allocationDependencies(): AllocationDependencies {
-  const base = harness.dependencies();
-  return {
-    ...base,
-    publish: (record, ciliumNode) =>
-      syncNode(
-        record.instanceId,
-        { store: harness.table.store, ciliumNodes: harness.functionCiliumNodes, log: base.log },
-        { record, ciliumNode },
-      ),
-  };
-}
-
 /** Allocates until it succeeds, as redelivered events and the sweep would; returns the failures seen. */
 async function allocateUntilServed(instance: InstanceRecord): Promise<number> {
   let failures = 0;
+  let lastError: unknown;
   for (let attempt = 1; attempt <= 60; attempt++) {
     try {
-      await allocateNode(instance.instanceId, allocationDependencies());
+      await allocateNode(instance.instanceId, harness.publishingDependencies());
       const node = (await harness.k8s.getCiliumNode(instance.privateDnsName)) as CiliumNode | undefined;
-      if (Object.keys(node?.spec?.ipam?.pool ?? {}).length >= 8) return failures;
-    } catch {
+      const pool = Object.keys(node?.spec?.ipam?.pool ?? {}).length;
+      if (pool >= 8) return failures;
+      lastError = `an allocation that ended with a published pool of ${pool}`;
+    } catch (error) {
+      lastError = error;
       failures++;
     }
     // A claim the killed request left behind lapses; the next trigger comes later.
     harness.clock.advance(harness.settings.leaseDurationMs + 1);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  throw new Error(`${instance.instanceId} was never served`);
+  throw new Error(`${instance.instanceId} was never served; the last failure: ${String(lastError)}`);
 }
 
 async function expectServedAndSound(instances: readonly InstanceRecord[]): Promise<void> {
@@ -92,8 +82,10 @@ async function expectServedAndSound(instances: readonly InstanceRecord[]): Promi
   }
 }
 
-describe('etcd killed and restarted in the middle of a burst', () => {
-  const restart = () => controlPlane.restartEtcd({ downMs: 500 });
+describe.each([
+  { process: 'etcd', restart: () => controlPlane.restartEtcd({ downMs: 500 }) },
+  { process: 'kube-apiserver', restart: () => controlPlane.restartApiServer({ downMs: 500 }) },
+])('$process killed and restarted in the middle of a burst', ({ process, restart }) => {
   it('loses nothing: every node is served once it is back, invariant 1 at every version', async () => {
     const instances = Array.from({ length: 6 }, () => harness.launch('m5.large'));
     for (const instance of instances) await harness.createCiliumNode(instance);
@@ -115,7 +107,7 @@ describe('etcd killed and restarted in the middle of a burst', () => {
     expect(servedBeforeTheKill).toBeLessThan(instances.length);
     // What the run met, for the record (the kill lands at a different step on every run).
     console.info(
-      `restart mid-burst: ${servedBeforeTheKill} of ${instances.length} served before the kill, ${failures.reduce((sum, count) => sum + count, 0)} invocations failed and were retried`,
+      `${process} restart mid-burst: ${servedBeforeTheKill} of ${instances.length} served before the kill, ${failures.reduce((sum, count) => sum + count, 0)} invocations failed and were retried`,
     );
   });
 });

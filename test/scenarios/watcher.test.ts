@@ -1,24 +1,11 @@
-import { randomUUID } from 'node:crypto';
-import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DynamoWatchLeaseStore, WATCH_STATE_KEY } from '../../functions/aws/watch-lease.ts';
-import type {
-  CiliumNodeWatchPort,
-  Ec2NetworkPort,
-  NodeServicePort,
-  WatchLeaseStore,
-} from '../../functions/core/ports.ts';
-import type { WatchTrigger } from '../../functions/core/watch-plan.ts';
-import { type AllocationDependencies, allocateNode } from '../../functions/services/allocate-node.ts';
-import { serveNodes } from '../../functions/services/serve-node.ts';
-import { syncNode } from '../../functions/services/sync-node.ts';
-import {
-  type WatchDependencies,
-  type WatchSummary,
-  watchCiliumNodes,
-} from '../../functions/services/watch-ciliumnodes.ts';
+import type { CiliumNodeWatchPort, Ec2NetworkPort, WatchLeaseStore } from '../../functions/core/ports.ts';
+import type { AllocationDependencies } from '../../functions/services/allocate-node.ts';
+import { allocateNode } from '../../functions/services/allocate-node.ts';
+import { watchCiliumNodes } from '../../functions/services/watch-ciliumnodes.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
+import { startWatchHarness, type WatchHarness } from '../support/watch-harness.ts';
 
 /**
  * The CiliumNode watcher against the real stand-ins (Kubernetes emulator through client-node,
@@ -29,81 +16,26 @@ import { type AllocationHarness, startAllocationHarness } from '../support/alloc
  */
 
 let harness: AllocationHarness;
-let leases: DynamoWatchLeaseStore;
+let watcher: WatchHarness;
 
 beforeEach(async () => {
   // On the emulator: these scenarios compact its history on demand and count its open watches
-  // (the watch expired by compaction on the real server is in test/integration/kubernetes-restart).
+  // (the same watch on the real server, expired by etcd's compaction and cut by a killed
+  // kube-apiserver, is in test/scenarios/watcher-real-server.test.ts).
   harness = await startAllocationHarness({ settings: { leaseDurationMs: 2_000 }, kubernetes: 'emulator' });
-  const tableName = `watch-${randomUUID()}`;
-  await harness.table.client.send(
-    new CreateTableCommand({
-      TableName: tableName,
-      AttributeDefinitions: [{ AttributeName: WATCH_STATE_KEY, AttributeType: 'S' }],
-      KeySchema: [{ AttributeName: WATCH_STATE_KEY, KeyType: 'HASH' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
-  leases = new DynamoWatchLeaseStore(harness.table.client, tableName);
+  watcher = await startWatchHarness(harness);
 });
 
 afterEach(async () => {
   await harness.close();
 });
 
-/** The allocate function's dependencies, publishing what it writes as the deployed one does. */
-function allocationDependencies(overrides: Partial<AllocationDependencies> = {}): AllocationDependencies {
-  const base = harness.dependencies();
-  return {
-    ...base,
-    publish: (record, ciliumNode) =>
-      syncNode(
-        record.instanceId,
-        { store: harness.table.store, ciliumNodes: harness.ciliumNodes, log: base.log },
-        { record, ciliumNode },
-      ),
-    ...overrides,
-  };
-}
-
-/** What the allocate function does with a serve-node request, in-process; records every request. */
-function inProcessNodeService(deps: () => AllocationDependencies = allocationDependencies) {
-  const requests: WatchTrigger[] = [];
-  const service: NodeServicePort = {
-    serve: async (triggers) => {
-      requests.push(...triggers);
-      const served = await serveNodes(triggers, {
-        ...deps(),
-        invocationId: randomUUID(),
-        release: { enabled: false, delayMs: 0 },
-      });
-      return served.flatMap((node) => ('error' in node ? [node] : []));
-    },
-  };
-  return { service, requests };
-}
-
-function watchDependencies(overrides: Partial<WatchDependencies> = {}): WatchDependencies {
-  const base = harness.dependencies();
-  return {
-    watcher: harness.ciliumNodes,
-    leases,
-    nodes: inProcessNodeService().service,
-    defaultKnobs: base.settings.defaultKnobs,
-    paused: false,
-    clock: base.clock,
-    log: base.log,
-    invocationId: randomUUID(),
-    watch: { leaseMs: 600, concurrency: 4, nodesPerInvocation: 2, standbyMs: 0 },
-    sleep: (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds)),
-    ...overrides,
-  };
-}
-
-/** Watches for `milliseconds` of real time (the lease clock is the harness's manual clock). */
-function watchFor(milliseconds: number, overrides: Partial<WatchDependencies> = {}): Promise<WatchSummary> {
-  return watchCiliumNodes(watchDependencies(overrides), harness.clock.now() + milliseconds);
-}
+const allocationDependencies = (overrides: Partial<AllocationDependencies> = {}) =>
+  harness.publishingDependencies(overrides);
+const inProcessNodeService = (deps?: () => AllocationDependencies) => watcher.nodeService(deps);
+const watchDependencies: WatchHarness['dependencies'] = (overrides) => watcher.dependencies(overrides);
+const watchFor: WatchHarness['watchFor'] = (milliseconds, overrides) =>
+  watcher.watchFor(milliseconds, overrides);
 
 /** A node as after its EC2 event: CiliumNode registered, pool allocated and published. */
 async function readyNode(): Promise<InstanceRecord> {
@@ -188,8 +120,8 @@ describe('the CiliumNode watcher', () => {
 
     expect(summary).toMatchObject({ outcome: 'watched', served: { allocate: 1, failed: 0 } });
     expect(ipsInEc2(instance)).toBe(13);
-    expect((await leases.read()).holder).toBeUndefined();
-    expect((await leases.read()).resourceVersion).toBe(summary.checkpoint);
+    expect((await watcher.leases.read()).holder).toBeUndefined();
+    expect((await watcher.leases.read()).resourceVersion).toBe(summary.checkpoint);
   });
 
   it("serves a 1.20 agent's demand from spec.ipam.pools.requested, with no sweep running", async () => {
@@ -287,7 +219,7 @@ describe('the CiliumNode watcher', () => {
       watchDependencies({
         invocationId: 'doomed',
         nodes: inProcessNodeService(() => doomedAllocation).service,
-        leases: crash.freeze(leases),
+        leases: crash.freeze(watcher.leases),
         watcher: crash.freezeWatch(harness.ciliumNodes),
       }),
       harness.clock.now() + 60_000,

@@ -10,6 +10,7 @@ import { buildKubeConfig } from '../../functions/k8s/kube-config.ts';
 import type { AllocationDependencies, AllocationSettings } from '../../functions/services/allocate-node.ts';
 import type { LifecycleDependencies } from '../../functions/services/node-lifecycle.ts';
 import type { SweepDependencies } from '../../functions/services/sweep.ts';
+import { syncNode } from '../../functions/services/sync-node.ts';
 import {
   type ClusterSeed,
   createManualClock,
@@ -24,6 +25,7 @@ import type { SchemaVersion } from '../emulators/k8s/index.ts';
 import { defaultKnobs } from '../fixtures/node-records.ts';
 import {
   type KubernetesBackend,
+  type KubernetesOptions,
   type KubernetesUnderTest,
   startKubernetes as startKubernetesUnderTest,
 } from './kubernetes.ts';
@@ -68,6 +70,11 @@ export interface AllocationHarness {
   readonly settings: AllocationSettings;
   readonly logs: { level: string; message: string; fields?: Record<string, unknown> }[];
   dependencies(overrides?: Partial<AllocationDependencies>): AllocationDependencies;
+  /**
+   * The allocate function's dependencies as deployed: what it writes is published at once by the
+   * sync's own code (`syncNode` with the record it wrote), as the Allocate identity.
+   */
+  publishingDependencies(overrides?: Partial<AllocationDependencies>): AllocationDependencies;
   lifecycle(): LifecycleDependencies;
   sweepDependencies(): SweepDependencies;
   /** A running cluster member in node subnet A. */
@@ -99,8 +106,11 @@ interface AllocationHarnessOptions {
    * compaction, its count of open watches).
    */
   kubernetes?: KubernetesBackend;
-  /** A kube-apiserver of the harness's own, stopped by `close` (for a test that kills and restarts it). */
-  ownKubernetes?: boolean;
+  /**
+   * A kube-apiserver of the harness's own, stopped by `close` (for a test that kills and restarts
+   * it, or one that needs its etcd compacted often and its watch cache off).
+   */
+  ownKubernetes?: boolean | Pick<KubernetesOptions, 'compactionInterval' | 'watchCache'>;
 }
 
 export async function startAllocationHarness(
@@ -141,6 +151,16 @@ export async function startAllocationHarness(
       invocationId: randomUUID(),
       ...overrides,
     }),
+    publishingDependencies: (overrides = {}) =>
+      harness.dependencies({
+        publish: (record, ciliumNode) =>
+          syncNode(
+            record.instanceId,
+            { store: table.store, ciliumNodes: functionCiliumNodes, log },
+            { record, ciliumNode },
+          ),
+        ...overrides,
+      }),
     lifecycle: () => ({
       store: table.store,
       ec2: ec2Port,
@@ -165,7 +185,7 @@ export async function startAllocationHarness(
         .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
     close: async () => {
       ec2Client.destroy();
-      const ownServer = k8s.backend === 'emulator' || options.ownKubernetes === true;
+      const ownServer = k8s.backend === 'emulator' || (options.ownKubernetes ?? false) !== false;
       await Promise.all([ec2.close(), ownServer ? k8s.close() : Promise.resolve()]);
       // Every scenario proves the allocator made no call its role may not make, unless it is about that.
       const denied = ec2.calls.log.filter((call) => call.deniedByIam === true);
@@ -217,6 +237,8 @@ async function kubernetesFor(options: AllocationHarnessOptions): Promise<Kuberne
   const schemas = options.crdSchemas ? { schemas: options.crdSchemas } : {};
   if (options.kubernetes === 'emulator') return startKubernetesUnderTest({ backend: 'emulator', ...schemas });
   if (options.ownKubernetes === true) return startKubernetesUnderTest(schemas);
+  if (typeof options.ownKubernetes === 'object')
+    return startKubernetesUnderTest({ ...schemas, ...options.ownKubernetes });
   const key = options.crdSchemas?.[0] ?? 'default';
   let server = sharedServers.get(key);
   if (server === undefined) {

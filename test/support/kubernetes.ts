@@ -112,6 +112,8 @@ export interface KubernetesOptions {
   readonly account?: string;
   /** `--etcd-compaction-interval` of the real server. */
   readonly compactionInterval?: string;
+  /** kube-apiserver's watch cache; default on (see `ControlPlaneOptions.watchCache`). */
+  readonly watchCache?: boolean;
 }
 
 const CILIUMNODES = '/apis/cilium.io/v2/ciliumnodes';
@@ -145,6 +147,7 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
       identities.map((identity) => [identity.kubernetesToken, identity.kubernetes]),
     ),
     ...(options.compactionInterval === undefined ? {} : { compactionInterval: options.compactionInterval }),
+    ...(options.watchCache === undefined ? {} : { watchCache: options.watchCache }),
   });
   try {
     await controlPlane.installCrd(ciliumNodeCrdYaml((options.schemas ?? DEFAULT_SCHEMAS)[0] ?? 'v1.19-dev'));
@@ -421,6 +424,8 @@ class WatchRecorder {
   private readonly waiters: { resourceVersion: number; resolve: () => void }[] = [];
   private closeWatch: () => void = () => {};
   private stopped = false;
+  /** The server ended the watch with a 410 Status event: our resourceVersion is gone from its history. */
+  private expired = false;
 
   private constructor(
     private readonly admin: HttpsJsonClient,
@@ -487,20 +492,22 @@ class WatchRecorder {
   private async reopen(): Promise<void> {
     while (!this.stopped) {
       try {
+        if (this.expired) await this.relist();
         await this.open();
         return;
       } catch (error) {
-        // A restarted server's watch cache begins after our last event (410 Gone): list again, as
-        // any watcher must, and record what the list shows. Otherwise it is still down: retry.
-        if (error instanceof WatchRefusedError && error.status === 410) await this.relist();
-        else await new Promise((resolve) => setTimeout(resolve, 200));
+        // A restarted server's watch cache begins after our last event (410 Gone, as a refusal or
+        // as an ERROR event in the stream): list again, as any watcher must, and record what the
+        // list shows. Otherwise it is still down, or not yet ready: retry.
+        if (error instanceof WatchRefusedError && error.status === 410) this.expired = true;
+        await new Promise((resolve) => setTimeout(resolve, 200));
       }
     }
   }
 
   private async relist(): Promise<void> {
     const { status, body } = await this.admin.request('GET', CILIUMNODES);
-    if (status !== 200) return;
+    if (status !== 200) throw new KubernetesRequestError('relist', status, body);
     const list = body as { metadata: { resourceVersion: string }; items: CiliumNodeObject[] };
     for (const object of list.items) {
       if (this.versions.some((version) => version.resourceVersion === object.metadata.resourceVersion))
@@ -508,11 +515,16 @@ class WatchRecorder {
       this.onEvent({ type: 'MODIFIED', object });
     }
     this.lastResourceVersion = list.metadata.resourceVersion;
+    this.expired = false;
+    this.resolveWaiters();
   }
 
   private onEvent(event: unknown): void {
     const { type, object } = event as { type: string; object: CiliumNodeObject };
-    if (type === 'ERROR') return;
+    if (type === 'ERROR') {
+      if ((object as unknown as { code?: number }).code === 410) this.expired = true;
+      return;
+    }
     this.lastResourceVersion = object.metadata.resourceVersion ?? this.lastResourceVersion;
     if (type !== 'BOOKMARK') {
       const version: ObservedVersion = {
@@ -524,6 +536,10 @@ class WatchRecorder {
       this.versions.push(version);
       for (const listener of this.listeners) listener(version);
     }
+    this.resolveWaiters();
+  }
+
+  private resolveWaiters(): void {
     const current = Number(this.lastResourceVersion);
     for (const waiter of this.waiters.filter((candidate) => candidate.resourceVersion <= current)) {
       this.waiters.splice(this.waiters.indexOf(waiter), 1);

@@ -39,6 +39,11 @@ export interface ControlPlaneOptions {
   readonly identities?: Readonly<Record<string, Identity>>;
   /** How often etcd's history is compacted (kube-apiserver's `--etcd-compaction-interval`); default 5m. */
   readonly compactionInterval?: string;
+  /**
+   * kube-apiserver's watch cache (default on, as in EKS). It keeps at least 75 s of events of its
+   * own, so only with it off does a watch from a compacted resourceVersion reach etcd's compaction.
+   */
+  readonly watchCache?: boolean;
   /** Where the processes' output goes; default files in the work directory. */
   readonly logDirectory?: string;
 }
@@ -134,6 +139,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     '--anonymous-auth=false',
     `--token-auth-file=${join(workDirectory, 'tokens.csv')}`,
     `--etcd-compaction-interval=${options.compactionInterval ?? '5m'}`,
+    `--watch-cache=${options.watchCache ?? true}`,
     // Nothing in the tests resolves a peer endpoint; leave the kubernetes Service to itself.
     '--endpoint-reconciler-type=none',
     '--enable-priority-and-fairness=false',

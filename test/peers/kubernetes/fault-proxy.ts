@@ -127,6 +127,14 @@ function forward(
         return;
       }
       res.writeHead(upstreamResponse.statusCode ?? 502, upstreamResponse.headers);
+      // Headers go on as the server sent them: a watch's arrive before its first event (Node
+      // would hold them back until the first body write, and a quiet watch would never start).
+      res.flushHeaders();
+      // A server killed mid-answer (a restart) cuts the client off too, as it would without us:
+      // a piped response that never ends would leave the client waiting for good.
+      upstreamResponse.once('close', () => {
+        if (!upstreamResponse.complete) req.socket.destroy();
+      });
       upstreamResponse.pipe(res);
     },
   );
