@@ -16,7 +16,7 @@ export class InvalidInputError extends Error {
  * `current` is the record as DynamoDB holds it now (undefined when it was deleted).
  */
 export class VersionConflictError extends Error {
-  override readonly name = 'VersionConflictError';
+  override readonly name: string = 'VersionConflictError';
   constructor(
     readonly instanceId: string,
     readonly expectedVersion: number | undefined,
@@ -28,6 +28,16 @@ export class VersionConflictError extends Error {
       options,
     );
   }
+}
+
+/**
+ * A lease holder found its node lease taken by another invocation (a renewal whose version
+ * condition failed): it stops before its next EC2 mutation. A `VersionConflictError`, so the
+ * attempt's caller treats it as the lost race it is (`retryLostRaces`: busy when the winner's lease
+ * is live, else observe and plan again).
+ */
+export class LeaseLostError extends VersionConflictError {
+  override readonly name = 'LeaseLostError';
 }
 
 /** A required configuration value is missing or invalid; names the variable. */

@@ -73,8 +73,8 @@ export const CONFIGURATION_VARIABLES = {
   },
   LEASE_DURATION_SECONDS: {
     kind: 'integer',
-    default: 180,
-    description: "a mutating invocation's node lease (longer than the 2-minute timeout)",
+    default: 15,
+    description: "a mutating invocation's node lease, renewed every third of it while the invocation works",
   },
   CONSISTENCY_GRACE_SECONDS: {
     kind: 'integer',

@@ -145,6 +145,26 @@ export function leaseFor(holder: string, nowEpochMs: number, durationMs: number)
   return { holder, expiresAtEpochMs: nowEpochMs + durationMs };
 }
 
+/**
+ * The timing of a node lease of `durationMs` (`LEASE_DURATION_SECONDS`, 15 s by default):
+ * - `renewalIntervalMs`: a holder that has not written for this long renews its lease (a third of
+ *   the lease, so one renewal may fail or come late and the lease still holds);
+ * - `mutationMarginMs`: no EC2 mutation starts on a lease with less than this left (a third of
+ *   the lease); a holder that finds less renews first, and stops if the renewal finds the lease
+ *   taken. It bounds how long a call started under the lease can still be on its way to EC2 when
+ *   the lease lapses: see `NodeLease` for why that keeps a lapse from double-assigning;
+ * - `maxHoldMs`: no lease is renewed past 15 minutes after its claim (Lambda's longest invocation),
+ *   so not even a holder that never released keeps the node.
+ */
+export function leaseTiming(durationMs: number): {
+  readonly renewalIntervalMs: number;
+  readonly mutationMarginMs: number;
+  readonly maxHoldMs: number;
+} {
+  const third = Math.floor(durationMs / 3);
+  return { renewalIntervalMs: third, mutationMarginMs: third, maxHoldMs: 15 * 60_000 };
+}
+
 function stampOf(table: string | undefined): Pick<NodeRecord, 'reconciledInTable'> {
   return table === undefined ? {} : { reconciledInTable: table };
 }

@@ -40,7 +40,8 @@ function allocationSettings(environment: Environment): AllocationSettings {
     defaultKnobs: readDefaultKnobs(environment),
     prefixDelegationEnabled: environment.boolean('PREFIX_DELEGATION'),
     eniTags: environment.stringMap('ENI_TAGS'),
-    // Longer than the function's 2-minute timeout, so a live holder is never overtaken.
+    // Short: the holder's heartbeat renews it while it works (`NodeLease`), so a killed or timed-out
+    // invocation frees its node within one lease.
     leaseDurationMs: environment.integer('LEASE_DURATION_SECONDS') * 1000,
     consistencyGraceMs: environment.integer('CONSISTENCY_GRACE_SECONDS') * 1000,
     maxRoundsPerInvocation: 32,

@@ -21,7 +21,7 @@ import { isClusterMember, nodeNameFor } from '../core/cluster-membership.ts';
 import { describeDenial, type Ec2Failure, isEc2Failure } from '../core/ec2-failure.ts';
 import { errorMessage } from '../core/errors.ts';
 import { instanceIdOfCiliumNode, knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
-import type { InstanceView, NodeKnobs, NodeRecord, RecordedError } from '../core/model.ts';
+import type { InstanceView, MutationLease, NodeKnobs, NodeRecord, RecordedError } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis, recordWouldChange } from '../core/node-record.ts';
 import type { CiliumNodeReader, Ec2NetworkPort, Log, NodeRecordStore } from '../core/ports.ts';
 import { AllocationRecorder, publishRecord } from './allocation-recorder.ts';
@@ -37,9 +37,10 @@ import { retryLostRaces, writeNextVersion } from './node-lease.ts';
  * Concurrency: before its first EC2 mutation an invocation claims the node with a lease written
  * conditionally on the version it read; any other invocation that sees an unexpired lease backs off
  * (`busy`). So twenty copies of one event yield one allocator, and AssignPrivateIpAddresses (which
- * is not idempotent) is never called twice for one need. A crashed holder's lease expires and the
- * next invocation re-derives everything from EC2: attached ENIs by Describe, a created but
- * unattached ENI by our instance tag (adopted, never duplicated).
+ * is not idempotent) is never called twice for one need. The lease is short and renewed while its
+ * holder works; a crashed holder's lease expires within one lease duration and the next invocation
+ * re-derives everything from EC2: attached ENIs by Describe, a created but unattached ENI by our
+ * instance tag (adopted, never duplicated).
  */
 
 export interface AllocationSettings {
@@ -51,7 +52,10 @@ export interface AllocationSettings {
   readonly prefixDelegationEnabled: boolean;
   /** User-configured tags for new ENIs (our ownership tags are always added on top). */
   readonly eniTags: Readonly<Record<string, string>>;
-  /** How long a claim on a node lasts; longer than one invocation can run. */
+  /**
+   * How long a claim on a node lasts unless its holder renews it (`NodeLease`: renewed every third
+   * of it while the holder works), so a killed holder frees the node within one lease.
+   */
   readonly leaseDurationMs: number;
   /** How long after our own mutation a disagreeing Describe is not trusted. */
   readonly consistencyGraceMs: number;
@@ -103,7 +107,12 @@ export type AllocationOutcome =
       readonly reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'not-active' | 'paused';
       readonly detail: string;
     }
-  | { readonly kind: 'busy'; readonly leaseHolder: string }
+  | {
+      readonly kind: 'busy';
+      readonly leaseHolder: string;
+      /** When the holder's lease runs out unless it renews it: when to ask again. */
+      readonly leaseExpiresAtEpochMs?: number;
+    }
   | {
       readonly kind: 'reconciled';
       readonly recordVersion: number | undefined;
@@ -137,7 +146,7 @@ export async function allocateNode(
   return retryLostRaces(
     instanceId,
     (attempt) => allocateOnce(instanceId, deps, attempt === 1 ? listedInstance : undefined),
-    { holder: deps, busy: (leaseHolder): AllocationOutcome => ({ kind: 'busy', leaseHolder }) },
+    { holder: deps, busy: (_holder, lease) => busy(lease) },
   );
 }
 
@@ -221,7 +230,10 @@ async function runRounds(
         break;
       }
       const recordVersion = await recorder.beforeStep(step, state);
-      await executeStep(step, { observation, state, recordVersion }, confirm, deps);
+      await executeStep(step, { observation, state, recordVersion }, confirm, {
+        ...deps,
+        ec2: recorder.network(deps.ec2),
+      });
     }
   } catch (error) {
     const denied = deniedCall(error);
@@ -275,7 +287,10 @@ async function observeNode(
   const notServed = unservedInstance(instance, deps);
   if (notServed) return notServed;
   // Everything else is read at once: the sequential round trips from the event to a usable pool
-  // are what a node waits for.
+  // are what a node waits for. Another invocation's lease counts as it stood when these reads
+  // started: one that had expired by then cannot have an EC2 mutation on its way that the
+  // Describe below misses (its holder starts none in the last third of it; `NodeLease`).
+  const observedAtEpochMs = deps.clock();
   const [record, surroundings, observedEnis, table] = await Promise.all([
     store.get(instanceId),
     readSurroundings(instance, deps),
@@ -285,9 +300,9 @@ async function observeNode(
   if (record && record.lifecycle !== 'active') {
     return ignored('not-active', `node ${instanceId} is ${record.lifecycle}; no new allocation`, deps);
   }
-  if (isLeasedByOther(record, deps.invocationId, deps.clock())) {
+  if (isLeasedByOther(record, deps.invocationId, observedAtEpochMs)) {
     log.info('another invocation holds the node; backing off', { instanceId, lease: record?.lease });
-    return { kind: 'busy', leaseHolder: record?.lease?.holder ?? '' };
+    return busy(record?.lease);
   }
   // A CIDR released from a multi-pool node stays tombstoned for a while: a Describe still listing it lags.
   const tombstoned = tombstonedCidrs(record);
@@ -388,6 +403,15 @@ async function readSurroundings(
       : [];
   const demand = trusted ? agentDemandOf(trusted) : undefined;
   return { instance, nodeName, knobs, demand, vpc, limits, subnets, securityGroups, ciliumNode };
+}
+
+/** The answer for a node another invocation holds: who, and until when. */
+function busy(lease: MutationLease | undefined): AllocationOutcome {
+  return {
+    kind: 'busy',
+    leaseHolder: lease?.holder ?? '',
+    ...(lease === undefined ? {} : { leaseExpiresAtEpochMs: lease.expiresAtEpochMs }),
+  };
 }
 
 function ignored(

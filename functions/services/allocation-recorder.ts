@@ -8,8 +8,8 @@ import {
 import type { CiliumNode } from '../core/ciliumnode.ts';
 import { errorMessage } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
-import type { Log } from '../core/ports.ts';
-import { type LeaseHolderDependencies, NodeLease } from './node-lease.ts';
+import type { Ec2NetworkPort, Log } from '../core/ports.ts';
+import { fencedNetwork, type LeaseHolderDependencies, NodeLease } from './node-lease.ts';
 
 /**
  * What an allocation writes and publishes across its rounds, in order:
@@ -23,6 +23,8 @@ import { type LeaseHolderDependencies, NodeLease } from './node-lease.ts';
  *   wrote, which never overwrites a newer one (`syncNode`);
  * - the release, with the final content; then the caller publishes it unless an earlier
  *   publication already holds all its addresses (`publishedAll`).
+ * Between them the lease's heartbeat renews the claim while the steps run, and every EC2 mutation
+ * of a step goes through `network`, which waits for the lease to be good for it (`NodeLease`).
  */
 
 export interface RecorderDependencies extends LeaseHolderDependencies {
@@ -42,6 +44,17 @@ export class AllocationRecorder {
     private readonly observation: AllocationObservation,
     private readonly deps: RecorderDependencies,
   ) {}
+
+  /**
+   * `ec2` fenced by this allocation's lease: each mutation starts only once `beforeStep` claimed
+   * the node and the lease is good for it (`NodeLease.beforeMutation`); reads pass through.
+   */
+  network(ec2: Ec2NetworkPort): Ec2NetworkPort {
+    return fencedNetwork(ec2, async () => {
+      if (this.lease === undefined) throw new Error('an EC2 mutation before the node was claimed');
+      await this.lease.beforeMutation();
+    });
+  }
 
   /** The last version written (absent: nothing was mutated, no claim taken). */
   get written(): NodeRecord | undefined {
@@ -72,8 +85,9 @@ export class AllocationRecorder {
   }
 
   /**
-   * Gives the claim back with the final content (a failure is logged: the lease then expires), then
-   * waits for the publications started, so none outlives the invocation.
+   * Gives the claim back with the final content and stops its heartbeat (a failure is logged: the
+   * lease then expires within one lease duration), then waits for the publications started, so none
+   * outlives the invocation.
    */
   async release(state: AllocationState): Promise<void> {
     if (this.lease !== undefined) {

@@ -15,7 +15,7 @@ import { knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { CidrRelease, EniState, InstanceView, NodeRecord } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis } from '../core/node-record.ts';
 import { enisAfterUnassign } from '../core/release-plan.ts';
-import { NodeLease, retryLostRaces, writeNextVersion } from './node-lease.ts';
+import { fencedNetwork, NodeLease, retryLostRaces, writeNextVersion } from './node-lease.ts';
 import { type ReleaseDependencies, releaseContent, unassignInTurn } from './release-record.ts';
 
 /**
@@ -76,20 +76,25 @@ async function releaseCidrsOnce(
   }
 
   const lease = await NodeLease.claim(record, content(record.cidrReleases ?? {}, record.version + 1), deps);
-  const { confirmed, failure } = await unassignStillWanted(
-    plan.unassignments,
-    record.nodeName,
-    instance,
-    table,
-    deps,
-  );
+  let unassigned: Awaited<ReturnType<typeof unassignStillWanted>>;
+  try {
+    unassigned = await unassignStillWanted(plan.unassignments, record.nodeName, instance, table, {
+      ...deps,
+      ec2: fencedNetwork(deps.ec2, () => lease.beforeMutation()),
+    });
+  } catch (error) {
+    lease.stop(); // a failed re-check: the lease expires, the next plan starts over
+    throw error;
+  }
+  const { confirmed, failure } = unassigned;
   enis = enisAfterUnassign(enis, confirmed.map(asUnassignment), deps.clock());
   const releases = releasesAfterUnassign(
     plan,
     record.cidrReleases ?? {},
     new Set(confirmed.map((done) => done.eniId)),
   );
-  await lease.release(content(releases, lease.nextVersion));
+  // Stamped with the version the release gets once any renewal in flight has landed.
+  await lease.release((version) => content(releases, version));
   const releasedCidrs = confirmed.flatMap(cidrsOf);
   if (failure !== undefined) throw failure;
   log.info('multi-pool CIDRs released', { instanceId: instance.id, releasedCidrs, changes });

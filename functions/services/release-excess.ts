@@ -11,7 +11,7 @@ import {
   planRelease,
   type ReleasePlan,
 } from '../core/release-plan.ts';
-import { NodeLease, retryLostRaces, writeNextVersion } from './node-lease.ts';
+import { fencedNetwork, NodeLease, retryLostRaces, writeNextVersion } from './node-lease.ts';
 import { releaseMultiPoolCidrs } from './release-cidrs.ts';
 import { type ReleaseDependencies, releaseContent, unassignInTurn } from './release-record.ts';
 
@@ -163,13 +163,15 @@ async function unassignExcess(
   const { record, instance, enis, plan, previousMarks, changes } = release;
   const instanceId = instance.id;
   const lease = await NodeLease.claim(record, releaseContent(record, instance, enis), deps);
-  const { confirmed, failure } = await unassignInTurn(plan.unassignments, deps.ec2);
-  const marks = marksAfterUnassign(plan, previousMarks, new Set(confirmed.map((done) => done.eniId)));
+  const fenced = fencedNetwork(deps.ec2, () => lease.beforeMutation());
+  const { confirmed, failure } = await unassignInTurn(plan.unassignments, fenced);
   let recorded: NodeRecord;
   try {
+    const marks = marksAfterUnassign(plan, previousMarks, new Set(confirmed.map((done) => done.eniId)));
     const enisAfter = enisAfterUnassign(enis, confirmed, deps.clock());
     recorded = await lease.release({ ...releaseContent(record, instance, enisAfter), excessMarks: marks });
   } catch (error) {
+    lease.stop();
     deps.log.error('could not record the release; the lease will expire and the next plan recovers', {
       instanceId,
       error: errorMessage(error),
