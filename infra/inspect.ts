@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -12,7 +11,8 @@ import {
 import type { NodeRecord } from '../functions/core/model.ts';
 import { appliedRecordVersion } from '../functions/core/table-generation.ts';
 import { KubernetesCiliumNodeApi } from '../functions/k8s/ciliumnode-api.ts';
-import { LOCAL_CLOUD_STATE_FILE, stackOutput } from './resync.ts';
+import { findLocalCloudState } from './local-cloud-state.ts';
+import { stackOutput } from './resync.ts';
 
 /**
  * `npm run inspect -- --instance i-… [--cluster NAME] [--outputs FILE] [--table NAME] [--local]`
@@ -99,10 +99,19 @@ export function parseInspectArgs(argv: readonly string[]) {
 
 /** Reads the node from the table and the cluster; the CiliumNode by the record's node name. */
 export async function inspectNode(options: ReturnType<typeof parseInspectArgs>): Promise<NodeView> {
-  const local = options.local ? readLocalCloudState() : undefined;
+  const local = options.local ? findLocalCloudState() : undefined;
   const table =
     options.table ?? local?.tableName ?? stackOutput(options.outputs, options.cluster, 'NodeTableName');
-  const dynamoDb = new DynamoDBClient(local ? { endpoint: local.dynamoDbEndpoint, region: 'us-east-1' } : {});
+  // The local operator's keys (DynamoDB Local takes any): no AWS credentials needed on the machine.
+  const dynamoDb = new DynamoDBClient(
+    local
+      ? {
+          endpoint: local.dynamoDbEndpoint,
+          region: local.region,
+          credentials: local.operatorCredentials,
+        }
+      : {},
+  );
   const kubeConfig = new KubeConfig();
   if (local) kubeConfig.loadFromFile(local.kubeconfigPath);
   else kubeConfig.loadFromDefault();
@@ -115,16 +124,6 @@ export async function inspectNode(options: ReturnType<typeof parseInspectArgs>):
     return { instanceId: options.instance, table, record, ciliumNode, nowEpochMs: Date.now() };
   } finally {
     dynamoDb.destroy();
-  }
-}
-
-function readLocalCloudState(): { tableName: string; dynamoDbEndpoint: string; kubeconfigPath: string } {
-  try {
-    return JSON.parse(readFileSync(LOCAL_CLOUD_STATE_FILE, 'utf8'));
-  } catch {
-    throw new Error(
-      `no running local cloud (${LOCAL_CLOUD_STATE_FILE} is missing): start one with npm start`,
-    );
   }
 }
 

@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { stackNameFor } from './build-app.ts';
+import { findLocalCloudState } from './local-cloud-state.ts';
 
 /**
  * `npm run resync -- --instance i-… | --all [--cluster NAME] [--local] [--function-name NAME] [--outputs FILE]`
@@ -12,16 +11,9 @@ import { stackNameFor } from './build-app.ts';
  * The function name comes from `--function-name`, else from the outputs file `cdk deploy
  * --outputs-file cdk-outputs.json` wrote (output `SyncFunctionName` of stack
  * `ServerlessEniIpam-<cluster>`; `--cluster` picks it when the file holds several clusters' stacks). `--local` invokes the sync
- * function of a running `npm start` instead, through its local Lambda API.
+ * function of a running `npm start` instead, through its local Lambda API (which one:
+ * `local-cloud-state.ts`).
  */
-
-/** Where a running local cloud (`npm start`) says how to reach it. */
-export const LOCAL_CLOUD_STATE_FILE = join(tmpdir(), 'serverless-eni-ipam-local-cloud.json');
-
-export interface LocalCloudState {
-  readonly lambdaEndpoint: string;
-  readonly syncFunctionName: string;
-}
 
 export interface ResyncTarget {
   readonly functionName: string;
@@ -64,20 +56,14 @@ export function parseResyncArgs(argv: readonly string[]): {
 
 export function resolveTarget(options: ReturnType<typeof parseResyncArgs>): ResyncTarget {
   if (options.local) {
-    let state: LocalCloudState;
-    try {
-      state = JSON.parse(readFileSync(LOCAL_CLOUD_STATE_FILE, 'utf8')) as LocalCloudState;
-    } catch {
-      throw new Error(
-        `no running local cloud (${LOCAL_CLOUD_STATE_FILE} is missing): start one with npm start`,
-      );
-    }
+    const state = findLocalCloudState();
     return {
       functionName: options.functionName ?? state.syncFunctionName,
       client: new LambdaClient({
-        region: 'us-east-1',
+        region: state.region,
         endpoint: state.lambdaEndpoint,
-        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+        // The local operator's: the Invoke API authorizes it as IAM would (it may invoke the sync).
+        credentials: state.operatorCredentials,
       }),
     };
   }

@@ -53,6 +53,8 @@ export interface EventRouting {
   emitEc2Event(instanceId: string, state: string): Promise<string[]>;
   /** Fires every schedule rule now; resolves when the invocations are done. */
   fireSchedules(): Promise<void>;
+  /** Lambda's `Event` invocation of the function (queued, retried as Lambda retries); settles once it ran or was given up. */
+  invokeAsync(logicalId: string, event: unknown, source: string): Promise<void>;
   /** Processes the table's stream until everything written so far reached its function. */
   drainStream(): Promise<void>;
   /** Waits for the asynchronous invocations queued so far (retries included), then drains the stream. */
@@ -115,6 +117,7 @@ export function startEventRouting(options: EventRoutingOptions, site: RoutingSit
       putEvent: (event) => bus.put(event),
       emitEc2Event,
       fireSchedules: () => scheduler.fireAll(),
+      invokeAsync: (logicalId, event, source) => asyncInvoker.send(logicalId, event, source),
       drainStream,
       idle: async () => {
         await asyncInvoker.idle();

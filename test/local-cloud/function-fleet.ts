@@ -51,6 +51,15 @@ export interface FunctionFleet {
   logicalIdOf(prefix: string): string;
   /** A RequestResponse invocation; throws TemplateError (synchronously) for a function the template lacks. */
   invoke(logicalId: string, event: unknown): Promise<InvocationResult>;
+  /** The function's ARN, as Lambda would give it. */
+  functionArn(logicalId: string): string;
+  /** The Lambda Invoke API in front of the fleet (what AWS_ENDPOINT_URL_LAMBDA points at). */
+  readonly lambdaEndpoint: string;
+  /**
+   * Where the Invoke API's `Event` invocations go (Lambda's asynchronous invocation, with its
+   * retries: the event routing's); until set, an `Event` invocation runs at once without retries.
+   */
+  routeEventInvocations(queue: (logicalId: string, event: unknown) => void): void;
   /** Invocation counters per function logical id. */
   stats(): Record<string, FunctionStats>;
   /** Whether any invocation is running or waiting for a container. */
@@ -96,7 +105,13 @@ export function startFunctionFleet(options: FunctionFleetOptions, site: FleetSit
       return runner.invoke(event);
     };
 
-    const lambdaApi = await startInvokeApi(site, functionNames, functionArn, invoke);
+    let queueEvent = (logicalId: string, event: unknown): void => {
+      void invoke(logicalId, event).catch(() => undefined);
+    };
+    const lambdaApi = await startInvokeApi(site, functionNames, functionArn, {
+      invoke,
+      queue: (logicalId, event) => queueEvent(logicalId, event),
+    });
     teardown.add(() => lambdaApi.close());
 
     const endpoints = {
@@ -121,6 +136,11 @@ export function startFunctionFleet(options: FunctionFleetOptions, site: FleetSit
       logs,
       logicalIdOf: (prefix) => uniqueLogicalIdOf(model, prefix),
       invoke,
+      functionArn,
+      lambdaEndpoint: lambdaApi.url,
+      routeEventInvocations: (queue) => {
+        queueEvent = queue;
+      },
       stats,
       busy: () => Object.values(stats()).some((counters) => counters.running + counters.waiting > 0),
       crashInvocations: (logicalId, predicate) =>
@@ -155,14 +175,25 @@ function startInvokeApi(
   { model, standIns }: FleetSite,
   functionNames: Readonly<Record<string, string>>,
   functionArn: (logicalId: string) => string,
-  invoke: (logicalId: string, event: unknown) => Promise<InvocationResult>,
+  run: {
+    invoke: (logicalId: string, event: unknown) => Promise<InvocationResult>;
+    queue: (logicalId: string, event: unknown) => void;
+  },
 ): Promise<LocalLambdaApi> {
   const logicalIdOfName = (functionName: string) =>
     model.functions.find((definition) => functionNames[definition.logicalId] === functionName)?.logicalId;
   return startLocalLambdaApi(
-    async (functionName, event) => {
-      const logicalId = logicalIdOfName(functionName);
-      return logicalId === undefined ? undefined : invoke(logicalId, event);
+    {
+      invoke: async (functionName, event) => {
+        const logicalId = logicalIdOfName(functionName);
+        return logicalId === undefined ? undefined : run.invoke(logicalId, event);
+      },
+      queue: (functionName, event) => {
+        const logicalId = logicalIdOfName(functionName);
+        if (logicalId !== undefined) run.queue(logicalId, event);
+        return logicalId !== undefined;
+      },
+      has: (functionName) => logicalIdOfName(functionName) !== undefined,
     },
     (accessKeyId, functionName) => {
       const logicalId = logicalIdOfName(functionName);

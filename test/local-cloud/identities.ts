@@ -37,6 +37,26 @@ export function functionIdentities(account: string): readonly FunctionIdentity[]
   }));
 }
 
+/** The user name of a person's identity (kubectl as a function's group): `local-person:sync`. */
+export const PERSON_USER_PREFIX = 'local-person:';
+
+/**
+ * A person's identities beside the functions': one per function, with the function's group and
+ * so its RBAC, but a user name of its own, so what a person tries with kubectl (`kubectl --context
+ * sync auth can-i …`, a denied probe) answers as the function would be answered and is never
+ * counted as the function's doing.
+ */
+export function personIdentities(): readonly FunctionIdentity[] {
+  return FUNCTION_IDS.map((functionId) => ({
+    functionId,
+    kubernetesToken: `local-person-${functionId}-${randomBytes(12).toString('hex')}`,
+    kubernetes: {
+      user: `${PERSON_USER_PREFIX}${functionId.toLowerCase()}`,
+      groups: [FUNCTION_KUBERNETES_GROUPS[functionId].name],
+    },
+  }));
+}
+
 /** The Kubernetes emulator's view: token → identity, plus the RBAC every group is granted. */
 export function kubernetesAuthorization(identities: readonly FunctionIdentity[], adminToken: string) {
   return {

@@ -13,6 +13,7 @@ import {
   startFunctionFleet,
 } from './function-fleet.ts';
 import type { FunctionStats, InvocationResult } from './lambda-runner.ts';
+import { LOCAL_OPERATOR_CREDENTIALS, localOperatorIdentity } from './local-operator.ts';
 import { ShiftableClock } from './shiftable-clock.ts';
 import {
   type NodeTable,
@@ -66,8 +67,10 @@ export interface LocalCloud {
   readonly cluster: ClusterSeed;
   /** The Kubernetes API server (`k8sEmulatorOf` for the emulator's own handles, when it is the backend). */
   readonly k8s: KubernetesUnderTest;
-  /** A cluster admin's kubeconfig (each function has its own, with its role's group). */
+  /** A person's kubeconfig: the admin's context (current) and one per function's group. */
   readonly kubeconfigPath: string;
+  /** The Lambda Invoke API of the functions (RequestResponse, Event, DryRun), authorized by IAM. */
+  readonly lambdaEndpoint: string;
   /** The node table, created from the template on DynamoDB Local. */
   readonly table: NodeTable;
   /** Function name by logical id, as CloudFormation would have named them. */
@@ -159,6 +162,16 @@ async function start(options: LocalCloudOptions, teardown: Teardown): Promise<Lo
     invoke: (logicalId, event) => fleet.invoke(logicalId, event),
   });
   teardown.add(() => routing.stop());
+  fleet.routeEventInvocations(
+    (logicalId, event) => void routing.invokeAsync(logicalId, event, 'the Lambda Invoke API'),
+  );
+  standIns.iam.assumeRole(
+    LOCAL_OPERATOR_CREDENTIALS.accessKeyId,
+    localOperatorIdentity({
+      nodeTableArn: resources.tableAttribute(resources.nodeTable.logicalId, 'Arn') ?? '',
+      syncFunctionArn: fleet.functionArn(fleet.logicalIdOf('Sync')),
+    }),
+  );
   return localCloudOf({
     stack,
     model,
@@ -230,6 +243,7 @@ function localCloudOf(parts: CloudParts): LocalCloud {
     cluster: resources.cluster,
     k8s,
     kubeconfigPath: standIns.kubeconfigPath,
+    lambdaEndpoint: fleet.lambdaEndpoint,
     table: resources.nodeTable,
     functionNames: fleet.functionNames,
     logs: fleet.logs,

@@ -1,64 +1,35 @@
 /**
  * `npm start`: the whole system on this machine. Synthesizes the CDK app, runs the bundled
- * functions against DynamoDB Local and the EC2 and Kubernetes emulators, launches a few instances
- * of mixed types in the seeded cluster, and shows a live summary until Ctrl-C.
- *
- *   npm start -- [--nodes N] [--once] [--time-scale X] [--verbose] [--agents 1.19|1.20|mixed]
- *
- * --nodes N        instances to launch (default 3)
- * --once           run the scenario (launch, wait for every node, fire the schedules once), print
- *                  the summary and exit: 0 if every node is ready and no invariant was violated, else 1
- * --time-scale X   run schedules X times faster than AWS (default 10: rate(1 minute) every 6 s)
- * --verbose        echo the functions' log lines (they always go to the log file)
- * --agents V       the simulated cilium-agents: 1.19 (CRD protocol, default), 1.20 (multi-pool), mixed
+ * functions against DynamoDB Local, the EC2 stand-in and kube-apiserver, launches a few instances
+ * of mixed types in the seeded cluster, and shows a live summary until Ctrl-C (the options:
+ * `command-line.ts`, or `npm start -- --help`).
  */
-import { createWriteStream, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { LOCAL_CLOUD_STATE_FILE } from '../../infra/resync.ts';
-import { startLocalLambdaApi } from './lambda-api.ts';
+import {
+  LOCAL_CLOUD_VARIABLE,
+  removeLocalCloudState,
+  writeLocalCloudState,
+} from '../../infra/local-cloud-state.ts';
+import { CommandLineError, type Flags, parseFlags, USAGE } from './command-line.ts';
+import { LOCAL_REGION } from './local-account.ts';
 import { type LocalCloud, startLocalCloud } from './local-cloud.ts';
+import { LOCAL_OPERATOR_CREDENTIALS } from './local-operator.ts';
 import { renderDenials, renderSummary } from './summary.ts';
 
 const INSTANCE_TYPES = ['m5.large', 't3.medium', 'c5.xlarge', 'r5.large', 'm5.2xlarge'] as const;
 const READY_TIMEOUT_MS = 90_000;
 
-interface Flags {
-  readonly nodes: number;
-  readonly once: boolean;
-  readonly timeScale: number;
-  readonly verbose: boolean;
-  readonly agents: '1.19' | '1.20' | 'mixed';
-}
-
-function parseFlags(argv: string[]): Flags {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      nodes: { type: 'string', default: '3' },
-      once: { type: 'boolean', default: false },
-      'time-scale': { type: 'string', default: '10' },
-      verbose: { type: 'boolean', default: false },
-      agents: { type: 'string', default: '1.19' },
-    },
-  });
-  const agents = values.agents;
-  if (agents !== '1.19' && agents !== '1.20' && agents !== 'mixed')
-    throw new Error(`--agents must be 1.19, 1.20 or mixed, got ${agents}`);
-  const nodes = Number(values.nodes);
-  const timeScale = Number(values['time-scale']);
-  if (!Number.isInteger(nodes) || nodes < 1 || nodes > 200)
-    throw new Error(`--nodes must be 1..200, got ${values.nodes}`);
-  if (!(timeScale > 0)) throw new Error(`--time-scale must be positive, got ${values['time-scale']}`);
-  return { nodes, once: values.once, timeScale, verbose: values.verbose, agents };
-}
-
 async function main(): Promise<number> {
   // The runner's own SDK clients (table setup, stream polling) run on this Node.js, which the
   // SDK warns about; the functions get the same setting in their environment.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = parseFlags(process.argv.slice(2), process.env);
+  if (flags === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
   const logPath = join(tmpdir(), `local-cloud-${process.pid}.log`);
   const logFile = createWriteStream(logPath);
   const recentErrors: string[] = [];
@@ -67,6 +38,8 @@ async function main(): Promise<number> {
   const cloud = await startLocalCloud({
     timeScale: flags.timeScale,
     runSchedules: !flags.once,
+    // Live, the watcher runs on its schedule as on Lambda (under --once, the run settles instead).
+    watchSchedule: !flags.once,
     agentVersions: flags.agents,
     onLog: ({ functionName, stream, text }) => {
       const line = `${functionName} ${stream}: ${text}`;
@@ -78,37 +51,31 @@ async function main(): Promise<number> {
       }
     },
   });
-  // `npm run resync -- --local` reaches the sync function through the Lambda Invoke API.
-  const lambdaApi = await startLocalLambdaApi(async (functionName, event) => {
-    const logicalId = Object.entries(cloud.functionNames).find(([, name]) => name === functionName)?.[0];
-    return logicalId === undefined ? undefined : cloud.invoke(logicalId, event);
+  const syncFunctionName =
+    cloud.functionNames[
+      Object.keys(cloud.functionNames).find((logicalId) => logicalId.startsWith('Sync')) ?? ''
+    ];
+  const statePath = writeLocalCloudState({
+    pid: process.pid,
+    lambdaEndpoint: cloud.lambdaEndpoint,
+    syncFunctionName: syncFunctionName ?? '',
+    tableName: cloud.table.name,
+    dynamoDbEndpoint: cloud.table.endpoint,
+    kubeconfigPath: cloud.kubeconfigPath,
+    region: LOCAL_REGION,
+    operatorCredentials: LOCAL_OPERATOR_CREDENTIALS,
   });
-  const syncFunctionName = Object.entries(cloud.functionNames).find(([logicalId]) =>
-    logicalId.startsWith('Sync'),
-  )?.[1];
-  writeFileSync(
-    LOCAL_CLOUD_STATE_FILE,
-    JSON.stringify({
-      lambdaEndpoint: lambdaApi.url,
-      syncFunctionName,
-      pid: process.pid,
-      // For `npm run inspect -- --local`.
-      tableName: cloud.table.name,
-      dynamoDbEndpoint: cloud.table.endpoint,
-      kubeconfigPath: cloud.kubeconfigPath,
-    }),
-  );
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
-    rmSync(LOCAL_CLOUD_STATE_FILE, { force: true });
-    await lambdaApi.close();
+    removeLocalCloudState(statePath);
     await cloud.stop();
     await new Promise((resolve) => logFile.end(resolve));
   };
   try {
     console.log(describeCloud(cloud, Date.now() - startedAtMs, logPath));
+    console.log(reachIt(cloud, statePath, syncFunctionName ?? ''));
     for (let index = 0; index < flags.nodes; index++) {
       cloud.launchInstance(INSTANCE_TYPES[index % INSTANCE_TYPES.length] as string);
     }
@@ -118,6 +85,22 @@ async function main(): Promise<number> {
   } finally {
     await stop();
   }
+}
+
+/**
+ * The lines a person pastes into another shell: kubectl's KUBECONFIG, the aws CLI's endpoints
+ * and the local operator's keys (both forms: AWS_ENDPOINT_URL_* for aws-cli 1.29+ and 2.13+,
+ * --endpoint-url for older ones), and the variable the --local commands find this cloud by.
+ */
+function reachIt(cloud: LocalCloud, statePath: string, syncFunctionName: string): string {
+  return [
+    'reach it from another shell (kubectl, the aws CLI as the local operator, npm run inspect/resync -- --local):',
+    `  export KUBECONFIG=${cloud.kubeconfigPath}`,
+    `  export AWS_ACCESS_KEY_ID=${LOCAL_OPERATOR_CREDENTIALS.accessKeyId} AWS_SECRET_ACCESS_KEY=${LOCAL_OPERATOR_CREDENTIALS.secretAccessKey} AWS_DEFAULT_REGION=${LOCAL_REGION}`,
+    `  export AWS_ENDPOINT_URL_EC2=${cloud.ec2.url} AWS_ENDPOINT_URL_DYNAMODB=${cloud.table.endpoint} AWS_ENDPOINT_URL_LAMBDA=${cloud.lambdaEndpoint}`,
+    `  export ${LOCAL_CLOUD_VARIABLE}=${statePath}`,
+    `  node table ${cloud.table.name}, sync function ${syncFunctionName}; older aws CLIs: --endpoint-url ${cloud.ec2.url} (ec2), ${cloud.table.endpoint} (dynamodb), ${cloud.lambdaEndpoint} (lambda)`,
+  ].join('\n');
 }
 
 /** The scenario, once: every node ready, then one round of every schedule, then the verdict. */
@@ -231,7 +214,8 @@ main().then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
+    if (error instanceof CommandLineError) console.error(`npm start: ${error.message}`);
+    else console.error(error instanceof Error ? (error.stack ?? error.message) : error);
     process.exitCode = 1;
   },
 );

@@ -21,13 +21,14 @@ import { type DynamoDbLocal, startDynamoDbLocal } from '../support/dynamodb-loca
 import { type KubernetesBackend, type KubernetesUnderTest, startKubernetes } from '../support/kubernetes.ts';
 import { identityOfFunction } from './identities.ts';
 import { assertLoopback, LOCAL_ACCOUNT, LOCAL_REGION, physicalName } from './local-account.ts';
+import { LOCAL_OPERATOR_CREDENTIALS } from './local-operator.ts';
 import type { ShiftableClock } from './shiftable-clock.ts';
 import {
   type SimulatedAgents,
   type SimulatedAgentsOptions,
   startSimulatedAgents,
 } from './simulated-agents.ts';
-import { type Denials, denialsOf } from './summary.ts';
+import { type Denials, type DeniedInvoke, denialsOf } from './summary.ts';
 import type { SynthesizedStack } from './synthesize.ts';
 import { startOrUndo, type Teardown } from './teardown.ts';
 import { type StackModel, type TableDefinition, TemplateError } from './template.ts';
@@ -145,7 +146,7 @@ export function startStandIns(
       ec2,
       k8s,
       dynamoDb,
-      kubeconfigPath: k8s.writeKubeconfig(workDirectory),
+      kubeconfigPath: k8s.writePersonKubeconfig(workDirectory),
       agents,
       iam: {
         assumeRole: (accessKeyId, identity) => {
@@ -171,7 +172,8 @@ export function startStandIns(
         return resources;
       },
       // The functions' requests the server refused (401/403): its audit log, or the emulator's log.
-      denials: async () => denialsOf(ec2.calls.log, await k8s.requests(), invokes.denied),
+      denials: async () =>
+        denialsOf(ec2.calls.log, await k8s.requests(), invokes.denied, PERSON_ACCESS_KEY_IDS),
       stop: () => teardown.run(),
     };
   });
@@ -221,10 +223,13 @@ function fulfilled<T>(outcome: PromiseSettledResult<T>): T {
   return outcome.value;
 }
 
+/** The access keys a person holds (the local operator's): their denials are reported apart. */
+const PERSON_ACCESS_KEY_IDS: ReadonlySet<string> = new Set([LOCAL_OPERATOR_CREDENTIALS.accessKeyId]);
+
 /** Lambda's side of IAM: `lambda:InvokeFunction` decided by the caller's role, denials recorded. */
 function invokeAuthorization() {
   const authorizers = new Map<string, Ec2Authorizer>();
-  const denied: string[] = [];
+  const denied: DeniedInvoke[] = [];
   return {
     denied,
     assumeRole: (accessKeyId: string, identity: IamIdentity) =>
@@ -238,7 +243,7 @@ function invokeAuthorization() {
               { action: 'lambda:InvokeFunction', resourceArn, resourceAccount: LOCAL_ACCOUNT, context: {} },
             ]);
       if (denial === undefined) return undefined;
-      denied.push(functionName);
+      denied.push({ functionName, accessKeyId });
       return denial.message;
     },
   };

@@ -6,6 +6,7 @@ import type { CallRecord } from '../emulators/ec2/calls.ts';
 import type { Ec2State } from '../emulators/ec2/index.ts';
 import type { CiliumNodeObject } from '../emulators/k8s/index.ts';
 import type { KubernetesUnderTest, ObservedRequest, ObservedVersion } from '../support/kubernetes.ts';
+import { PERSON_USER_PREFIX } from './identities.ts';
 
 /**
  * What the local cloud shows: per instance, EC2's view, its node record and its CiliumNode, and
@@ -136,30 +137,55 @@ export interface Denials {
   readonly kubernetes: Readonly<Record<string, number>>;
   /** Lambda invokes IAM denied (one function invoking another), by function name. */
   readonly lambda: Readonly<Record<string, number>>;
+  /** The functions' denials: what fails `npm start -- --once`. */
   readonly total: number;
+  /**
+   * Calls of a person's identities refused (kubectl contexts 401 or 403, the local operator's EC2
+   * calls and invokes IAM denied): reported apart, never counted in `total`.
+   */
+  readonly person: number;
+}
+
+/** An invoke IAM denied: of which function, by which access key. */
+export interface DeniedInvoke {
+  readonly functionName: string;
+  readonly accessKeyId: string;
 }
 
 /** The authorization denials among the calls made so far (floor 0: the roles allow what the functions do). */
 export function denialsOf(
   ec2Calls: readonly CallRecord[],
-  k8sRequests: readonly Pick<ObservedRequest, 'verb' | 'subresource' | 'statusCode'>[],
-  deniedInvokes: readonly string[] = [],
+  k8sRequests: readonly Pick<ObservedRequest, 'verb' | 'subresource' | 'statusCode' | 'user'>[],
+  deniedInvokes: readonly DeniedInvoke[] = [],
+  personAccessKeyIds: ReadonlySet<string> = new Set(),
 ): Denials {
+  let person = 0;
   const ec2: Record<string, number> = {};
-  for (const call of ec2Calls) if (call.deniedByIam === true) ec2[call.action] = (ec2[call.action] ?? 0) + 1;
+  for (const call of ec2Calls) {
+    if (call.deniedByIam !== true) continue;
+    if (call.accessKeyId !== undefined && personAccessKeyIds.has(call.accessKeyId)) person++;
+    else ec2[call.action] = (ec2[call.action] ?? 0) + 1;
+  }
   const kubernetes: Record<string, number> = {};
   for (const request of k8sRequests) {
     if (request.statusCode !== 401 && request.statusCode !== 403) continue;
+    if (request.user?.startsWith(PERSON_USER_PREFIX)) {
+      person++;
+      continue;
+    }
     const key = `${request.statusCode} ${request.verb} ${request.subresource === 'status' ? 'ciliumnodes/status' : 'ciliumnodes'}`;
     kubernetes[key] = (kubernetes[key] ?? 0) + 1;
   }
   const lambda: Record<string, number> = {};
-  for (const functionName of deniedInvokes) lambda[functionName] = (lambda[functionName] ?? 0) + 1;
+  for (const { functionName, accessKeyId } of deniedInvokes) {
+    if (personAccessKeyIds.has(accessKeyId)) person++;
+    else lambda[functionName] = (lambda[functionName] ?? 0) + 1;
+  }
   const total = [...Object.values(ec2), ...Object.values(kubernetes), ...Object.values(lambda)].reduce(
     (sum, count) => sum + count,
     0,
   );
-  return { ec2, kubernetes, lambda, total };
+  return { ec2, kubernetes, lambda, total, person };
 }
 
 /** One line: the denial counts, or that there were none. */
@@ -168,7 +194,11 @@ export function renderDenials(denials: Denials): string {
     Object.entries(counts)
       .map(([key, count]) => `${key} ${count}`)
       .join(', ') || 'none';
-  return `denied: ${denials.total} (EC2 by IAM: ${list(denials.ec2)}; Kubernetes: ${list(denials.kubernetes)}; Lambda by IAM: ${list(denials.lambda)})`;
+  const yours =
+    denials.person > 0
+      ? `; your own requests refused (kubectl, aws CLI), not counted: ${denials.person}`
+      : '';
+  return `denied: ${denials.total} (EC2 by IAM: ${list(denials.ec2)}; Kubernetes: ${list(denials.kubernetes)}; Lambda by IAM: ${list(denials.lambda)})${yours}`;
 }
 
 /** A fixed-width table of the nodes, then the first violations, if any. */

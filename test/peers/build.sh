@@ -33,3 +33,10 @@ build kubernetes kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver -ldflags "-
   -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${kubernetes_minor} \
   -X k8s.io/component-base/version.gitTreeState=clean"
 build kubernetes etcd ./cmd/etcd -ldflags "-s -w"
+
+# kubectl from the published k8s.io/kubectl module of the same release (v0.36.3 is v1.36.3).
+kubectl_version=$(cd kubectl && go list -m -f '{{.Version}}' k8s.io/kubectl | sed 's/^v0\./v1./')
+build kubectl kubectl . -ldflags "-s -w \
+  -X k8s.io/component-base/version.gitVersion=${kubectl_version} \
+  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kubectl_version" | cut -d. -f2) \
+  -X k8s.io/component-base/version.gitTreeState=clean"

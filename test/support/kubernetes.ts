@@ -1,4 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Faults } from '../emulators/k8s/faults.ts';
 import {
@@ -14,6 +15,7 @@ import {
   type FunctionIdentity,
   functionIdentities,
   kubernetesAuthorization,
+  personIdentities,
 } from '../local-cloud/identities.ts';
 import { type ControlPlane, startControlPlane } from '../peers/kubernetes/control-plane.ts';
 import { startFaultProxy } from '../peers/kubernetes/fault-proxy.ts';
@@ -63,6 +65,13 @@ export interface KubernetesUnderTest {
   readonly token: string;
   /** Each function's identity (its own token, its group's RBAC), and one without a group. */
   readonly identities: readonly FunctionIdentity[];
+  /** A person's identities: each function's group under a user name of its own (`personIdentities`). */
+  readonly personIdentities: readonly FunctionIdentity[];
+  /**
+   * Writes `<dir>/kubeconfig` for a person with kubectl: the admin's context (current) and one
+   * context per function's group (`allocate`, `sweep`, `sync`, `watch`); returns its path.
+   */
+  writePersonKubeconfig(dir: string): string;
   /** The bearer token of a function (`Allocate`, `Sweep`, `Sync`, `Watch`, `Ungrouped`). */
   tokenOf(functionId: string): string;
   /** The emulator, when that is the backend (for faults and its request log). */
@@ -129,6 +138,38 @@ function tokenFinder(identities: readonly FunctionIdentity[]) {
   };
 }
 
+/** The admin's context (current) and one per person identity, named after its function. */
+function personKubeconfig(
+  controlPlane: ControlPlane,
+  server: string,
+  persons: readonly FunctionIdentity[],
+): string {
+  const contexts = [
+    { name: 'admin', token: controlPlane.adminToken },
+    ...persons.map((person) => ({ name: person.functionId.toLowerCase(), token: person.kubernetesToken })),
+  ];
+  return `${JSON.stringify(
+    {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        {
+          name: 'local-cloud',
+          cluster: {
+            server,
+            'certificate-authority-data': Buffer.from(controlPlane.caPem).toString('base64'),
+          },
+        },
+      ],
+      users: contexts.map(({ name, token }) => ({ name, user: { token } })),
+      contexts: contexts.map(({ name }) => ({ name, context: { cluster: 'local-cloud', user: name } })),
+      'current-context': 'admin',
+    },
+    null,
+    2,
+  )}\n`;
+}
+
 /** The CiliumNode CRD manifest of one cilium generation (test/fixtures/crds). */
 function ciliumNodeCrdYaml(version: SchemaVersion): string {
   return readFileSync(ciliumNodeCrdUrl(version), 'utf8');
@@ -142,9 +183,10 @@ export async function startKubernetes(options: KubernetesOptions = {}): Promise<
 
 async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderTest> {
   const identities = functionIdentities(options.account ?? '123456789012');
+  const persons = personIdentities();
   const controlPlane = await startControlPlane({
     identities: Object.fromEntries(
-      identities.map((identity) => [identity.kubernetesToken, identity.kubernetes]),
+      [...identities, ...persons].map((identity) => [identity.kubernetesToken, identity.kubernetes]),
     ),
     ...(options.compactionInterval === undefined ? {} : { compactionInterval: options.compactionInterval }),
     ...(options.watchCache === undefined ? {} : { watchCache: options.watchCache }),
@@ -190,6 +232,12 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
       faults: proxy.faults,
       token: controlPlane.adminToken,
       identities,
+      personIdentities: persons,
+      writePersonKubeconfig: (dir) => {
+        const path = join(dir, 'kubeconfig');
+        writeFileSync(path, personKubeconfig(controlPlane, proxy.url, persons), { mode: 0o600 });
+        return path;
+      },
       tokenOf: tokenFinder(identities),
       emulator: undefined,
       controlPlane,
@@ -259,9 +307,10 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
 
 async function emulatorBackend(options: KubernetesOptions): Promise<KubernetesUnderTest> {
   const identities = functionIdentities(options.account ?? '123456789012');
+  const persons = personIdentities();
   const emulator = await startK8sEmulator({
     ...(options.schemas === undefined ? {} : { schemas: options.schemas }),
-    ...kubernetesAuthorization(identities, DEFAULT_TOKEN),
+    ...kubernetesAuthorization([...identities, ...persons], DEFAULT_TOKEN),
   });
   const observed = (entry: ReturnType<K8sEmulator['history']>[number]): ObservedVersion => ({
     resourceVersion: entry.resourceVersion,
@@ -279,6 +328,9 @@ async function emulatorBackend(options: KubernetesOptions): Promise<KubernetesUn
     faults: emulator.faults,
     token: emulator.token,
     identities,
+    personIdentities: persons,
+    // Plain HTTP: kubectl sends no token over it, so a person gets the admin's kubeconfig only.
+    writePersonKubeconfig: (dir) => emulator.writeKubeconfig(dir),
     tokenOf: tokenFinder(identities),
     emulator,
     controlPlane: undefined,

@@ -21,6 +21,8 @@ export interface CallRecord {
   readonly resources?: readonly string[];
   /** True when IAM denied the call (an injected UnauthorizedOperation is not a denial). */
   readonly deniedByIam?: boolean;
+  /** The caller's access key id (SigV4 `Credential=`), when the call was signed. */
+  readonly accessKeyId?: string;
 }
 
 export class CallLog {

@@ -177,7 +177,13 @@ describe('reaching the emulator', () => {
       const { Vpcs } = await client.send(new DescribeVpcsCommand({}));
       expect(Vpcs?.map((vpc) => vpc.VpcId)).toEqual([cluster.vpc.vpcId]);
       expect(emulator.calls.log).toEqual([
-        { action: 'DescribeVpcs', atMs: expect.any(Number), outcome: 'ok', resources: ['*'] },
+        {
+          action: 'DescribeVpcs',
+          atMs: expect.any(Number),
+          outcome: 'ok',
+          resources: ['*'],
+          accessKeyId: FAKE_CREDENTIALS.accessKeyId,
+        },
       ]);
     } finally {
       client.destroy();

@@ -152,12 +152,14 @@ async function answerCall(
   const action = params.get('Action') ?? '';
   const paramRecord = params.toRecord();
   const facts: CallFacts = {};
+  const accessKeyId = accessKeyIdOf(request);
   const log = (outcome: CallOutcome, errorCode?: string): void =>
     front.calls.record({
       action,
       atMs,
       outcome,
       ...(errorCode === undefined ? {} : { errorCode }),
+      ...(accessKeyId === '' ? {} : { accessKeyId }),
       ...facts,
     });
   const answerError = (error: Ec2ApiError): void => {
@@ -170,7 +172,7 @@ async function answerCall(
   if (front.requireSignature && !request.headers.authorization?.startsWith('AWS4-HMAC-SHA256')) {
     return answerError(ec2Errors.authFailure());
   }
-  const authorizer = front.authorizerFor(accessKeyIdOf(request));
+  const authorizer = front.authorizerFor(accessKeyId);
   if (authorizer === undefined) return answerError(ec2Errors.authFailure());
   const admission = front.faults.admit(action, paramRecord);
   if (!admission.admitted) return answerError(admission.refusal);

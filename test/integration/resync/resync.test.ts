@@ -1,4 +1,4 @@
-import { LambdaClient } from '@aws-sdk/client-lambda';
+import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseResyncArgs, resync } from '../../../infra/resync.ts';
 import { type LocalLambdaApi, startLocalLambdaApi } from '../../local-cloud/lambda-api.ts';
@@ -9,20 +9,29 @@ import { type LocalLambdaApi, startLocalLambdaApi } from '../../local-cloud/lamb
  */
 let api: LocalLambdaApi;
 const received: { functionName: string; event: unknown }[] = [];
+const queued: { functionName: string; event: unknown }[] = [];
 
 beforeAll(async () => {
-  api = await startLocalLambdaApi(async (functionName, event) => {
-    received.push({ functionName, event });
-    const base = { requestId: 'r', functionName, durationMs: 1, coldStart: false };
-    if (functionName === 'missing') return undefined;
-    if (functionName === 'broken') {
-      return {
-        ...base,
-        status: 'failed' as const,
-        error: { errorType: 'InvalidInputError', errorMessage: 'no' },
-      };
-    }
-    return { ...base, status: 'succeeded' as const, payload: { nodes: 3, writes: 0 } };
+  api = await startLocalLambdaApi({
+    has: (functionName) => functionName !== 'missing',
+    queue: (functionName, event) => {
+      if (functionName === 'missing') return false;
+      queued.push({ functionName, event });
+      return true;
+    },
+    invoke: async (functionName, event) => {
+      received.push({ functionName, event });
+      const base = { requestId: 'r', functionName, durationMs: 1, coldStart: false };
+      if (functionName === 'missing') return undefined;
+      if (functionName === 'broken') {
+        return {
+          ...base,
+          status: 'failed' as const,
+          error: { errorType: 'InvalidInputError', errorMessage: 'no' },
+        };
+      }
+      return { ...base, status: 'succeeded' as const, payload: { nodes: 3, writes: 0 } };
+    },
   });
 });
 afterAll(async () => {
@@ -71,5 +80,33 @@ describe('resync', () => {
 
   it('reports an unknown function', async () => {
     await expect(resync(target('missing'), { all: true })).rejects.toThrow(/not found/i);
+  });
+});
+
+describe("the local Lambda Invoke API's invocation types, as Lambda answers them", () => {
+  const invoke = (functionName: string, InvocationType: 'Event' | 'DryRun') =>
+    target(functionName).client.send(
+      new InvokeCommand({
+        FunctionName: functionName,
+        InvocationType,
+        Payload: new TextEncoder().encode('{"all":true}'),
+      }),
+    );
+
+  it('Event: 202 at once, no payload, the event queued rather than run', async () => {
+    const runsBefore = received.length;
+    const answer = await invoke('sync-fn', 'Event');
+    expect(answer.StatusCode).toBe(202);
+    expect(answer.Payload?.length ?? 0).toBe(0);
+    expect(queued.at(-1)).toEqual({ functionName: 'sync-fn', event: { all: true } });
+    expect(received.length).toBe(runsBefore);
+  });
+
+  it('DryRun: 204 and nothing run or queued; an unknown function is 404 for both', async () => {
+    const before = { runs: received.length, queued: queued.length };
+    expect((await invoke('sync-fn', 'DryRun')).StatusCode).toBe(204);
+    expect({ runs: received.length, queued: queued.length }).toEqual(before);
+    await expect(invoke('missing', 'Event')).rejects.toThrow(/not found/i);
+    await expect(invoke('missing', 'DryRun')).rejects.toThrow(/not found/i);
   });
 });

@@ -84,6 +84,14 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
+/** The kubectl `npm run peers:build` builds (test/peers/kubectl), or a clear error naming that command. */
+export function kubectlBinary(): string {
+  const path = join(BIN_DIRECTORY, 'kubectl');
+  if (!existsSync(path))
+    throw new Error(`${path} is missing: run \`npm run peers:build\` (builds kubectl from Go modules)`);
+  return path;
+}
+
 /** Paths of the built binaries, or a clear error naming the command that builds them. */
 export function controlPlaneBinaries(): { etcd: string; kubeApiserver: string } {
   const etcd = join(BIN_DIRECTORY, 'etcd');
