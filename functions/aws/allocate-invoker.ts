@@ -1,13 +1,14 @@
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
-import type { NodeServiceFailure, NodeServicePort } from '../core/ports.ts';
-import { serveNodesRequest } from '../core/serve-node-request.ts';
+import type { NodeServicePort, NodeServiceResult } from '../core/ports.ts';
+import { nodeServiceResult, serveNodesRequest } from '../core/serve-node-request.ts';
 import type { WatchTrigger } from '../core/watch-plan.ts';
 
 /**
  * `NodeServicePort` over Lambda's Invoke API: a RequestResponse invoke of the allocate function
  * with a serve-nodes request, so the watcher itself needs no EC2 or node-table rights (only
  * `lambda:InvokeFunction` on that one function). The answer (`{"status":"served","nodes":[…]}`)
- * names each node's outcome or error; the failed ones are returned. A function error
+ * names each node's outcome or error; the failed ones are returned, and those another invocation
+ * held, with its lease's expiry. A function error
  * (`FunctionError` set) rejects with the function's error message; so does a failed invoke
  * (throttled after the client's own retries, not found, not authorized) and an answer that is not
  * a served one.
@@ -18,7 +19,7 @@ export class LambdaNodeService implements NodeServicePort {
     private readonly functionName: string,
   ) {}
 
-  async serve(triggers: readonly WatchTrigger[]): Promise<readonly NodeServiceFailure[]> {
+  async serve(triggers: readonly WatchTrigger[]): Promise<NodeServiceResult> {
     const response = await this.client.send(
       new InvokeCommand({
         FunctionName: this.functionName,
@@ -33,12 +34,12 @@ export class LambdaNodeService implements NodeServicePort {
         `${this.functionName} failed serving ${named} (${response.FunctionError}): ${payload.slice(0, 500)}`,
       );
     }
-    return failuresIn(payload, `${this.functionName} serving ${named}`);
+    return resultIn(payload, `${this.functionName} serving ${named}`);
   }
 }
 
-/** The failed nodes of a served answer; throws when the answer is not one. */
-function failuresIn(payload: string, what: string): NodeServiceFailure[] {
+/** The failed and held nodes of a served answer; throws when the answer is not one. */
+function resultIn(payload: string, what: string): NodeServiceResult {
   let answer: unknown;
   try {
     answer = JSON.parse(payload);
@@ -49,7 +50,5 @@ function failuresIn(payload: string, what: string): NodeServiceFailure[] {
   if ((answer as { status?: unknown } | null)?.status !== 'served' || !Array.isArray(nodes)) {
     throw new Error(`${what} did not answer with the nodes served: ${payload.slice(0, 200)}`);
   }
-  return nodes
-    .filter((node): node is { instanceId: string; error: string } => typeof node?.error === 'string')
-    .map(({ instanceId, error }) => ({ instanceId: String(instanceId), error }));
+  return nodeServiceResult(nodes);
 }

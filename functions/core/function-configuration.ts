@@ -202,6 +202,8 @@ export const FUNCTION_VARIABLES: Readonly<Record<FunctionName, readonly Variable
     'WATCH_STANDBY_SECONDS',
     'WATCH_SECONDS',
     'DRAIN_SECONDS',
+    // The allocate function's node lease: when to ask again for a node whose serving failed.
+    'LEASE_DURATION_SECONDS',
     ...KUBERNETES_CONNECTION,
   ],
 };

@@ -279,12 +279,19 @@ export interface WatchLeaseView {
  * itself failed or could not be made (then none is known served). The sweep is the safety net.
  */
 export interface NodeServicePort {
-  serve(triggers: readonly WatchTrigger[]): Promise<readonly NodeServiceFailure[]>;
+  serve(triggers: readonly WatchTrigger[]): Promise<NodeServiceResult>;
 }
 
 export interface NodeServiceFailure {
   readonly instanceId: string;
   readonly error: string;
+}
+
+/** What one serve call came to: the nodes that failed, and those another invocation held. */
+export interface NodeServiceResult {
+  readonly failures: readonly NodeServiceFailure[];
+  /** Nodes whose allocation found another invocation's lease, and when that lease runs out unless renewed. */
+  readonly held: readonly { readonly instanceId: string; readonly leaseExpiresAtEpochMs: number }[];
 }
 
 /** Single flight and the resume point of the CiliumNode watcher (conditional writes). */

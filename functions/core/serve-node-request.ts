@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import { type Decoded, decodeWith, instanceIdSchema } from './input-schema.ts';
+import type { NodeServiceResult } from './ports.ts';
 import type { WatchTrigger } from './watch-plan.ts';
 
 /**
@@ -58,4 +59,28 @@ export function decodeServeNodesRequest(event: unknown): Decoded<WatchTrigger[]>
     ok: true,
     value: nodes.map(({ instanceId, allocate, release }) => ({ instanceId, allocate, release })),
   };
+}
+
+/**
+ * The watcher's view of the allocate function's answer for each node (`ServedNode`, as JSON): the
+ * nodes that failed, with their error, and those whose allocation backed off from another
+ * invocation's lease, with its expiry (when the watcher asks again). Anything else was served.
+ */
+export function nodeServiceResult(nodes: readonly unknown[]): NodeServiceResult {
+  const failures: { instanceId: string; error: string }[] = [];
+  const held: { instanceId: string; leaseExpiresAtEpochMs: number }[] = [];
+  for (const node of nodes as readonly ({
+    instanceId?: unknown;
+    error?: unknown;
+    outcome?: unknown;
+  } | null)[]) {
+    const instanceId = String(node?.instanceId);
+    if (typeof node?.error === 'string') failures.push({ instanceId, error: node.error });
+    const allocation = (node?.outcome as { allocation?: { kind?: unknown; leaseExpiresAtEpochMs?: unknown } })
+      ?.allocation;
+    if (allocation?.kind === 'busy' && typeof allocation.leaseExpiresAtEpochMs === 'number') {
+      held.push({ instanceId, leaseExpiresAtEpochMs: allocation.leaseExpiresAtEpochMs });
+    }
+  }
+  return { failures, held };
 }

@@ -53,6 +53,7 @@ export function buildWatchDependencies(
         MAX_NODES_PER_REQUEST,
       ),
       standbyMs: environment.integer('WATCH_STANDBY_SECONDS') * 1000,
+      nodeLeaseMs: environment.integer('LEASE_DURATION_SECONDS') * 1000,
     },
     watchMs: environment.integer('WATCH_SECONDS') * 1000,
     drainMs: environment.integer('DRAIN_SECONDS') * 1000,

@@ -6,6 +6,7 @@ import type {
   CiliumNodeWatchPort,
   Log,
   NodeServicePort,
+  NodeServiceResult,
   WatchLeaseStore,
 } from '../core/ports.ts';
 import { type WatchTrigger, watchTrigger } from '../core/watch-plan.ts';
@@ -33,7 +34,18 @@ export interface WatchSettings {
   readonly nodesPerInvocation: number;
   /** How long an invocation waits for a holder whose lease is about to end (a seamless handover). */
   readonly standbyMs: number;
+  /**
+   * The allocate function's node lease (`LEASE_DURATION_SECONDS`): a node whose serving failed
+   * (the invocation died, or an error) is asked for again once a lease that invocation may have
+   * left behind has run out, so a crash costs the node about one lease, not a sweep interval.
+   */
+  readonly nodeLeaseMs: number;
 }
+
+/** How many times one session asks again for one node (after failures or another's lease). */
+export const MAX_ASKS_AGAIN_PER_NODE = 3;
+/** Past a lease's expiry before asking again: the allocator must see it expired when its reads start. */
+const ASK_AGAIN_MARGIN_MS = 500;
 
 export interface WatchDependencies {
   readonly watcher: CiliumNodeWatchPort;
@@ -60,8 +72,11 @@ export interface WatchSummary {
   readonly relists: number;
   /** Streams re-opened after a drop or failure. */
   readonly reconnects: number;
-  /** Nodes handed to the allocate function, those whose invocation failed, and (paused) those not handed over. */
-  readonly served: { allocate: number; release: number; failed: number; paused: number };
+  /**
+   * Nodes handed to the allocate function, those whose invocation failed, (paused) those not
+   * handed over, and those asked for again after a failure or another invocation's lease.
+   */
+  readonly served: { allocate: number; release: number; failed: number; paused: number; askedAgain: number };
 }
 
 /** Watches until `deadlineEpochMs`, then waits for the nodes being served and hands the lease back. */
@@ -142,7 +157,11 @@ class WatchSession {
   private readonly dispatcher: NodeDispatcher;
   private readonly stopped = new AbortController();
   private counts = { events: 0, relists: 0, reconnects: 0 };
-  private served = { allocate: 0, release: 0, failed: 0, paused: 0 };
+  private served = { allocate: 0, release: 0, failed: 0, paused: 0, askedAgain: 0 };
+  /** Each node's name (for its latest CiliumNode) and how often this session asked for it again. */
+  private readonly nodeNames = new Map<string, string>();
+  private readonly asksAgain = new Map<string, number>();
+  private readonly askAgainTimers = new Set<NodeJS.Timeout>();
 
   constructor(
     private readonly deps: WatchDependencies,
@@ -229,6 +248,7 @@ class WatchSession {
   private see(node: CiliumNode, resourceVersion: string): void {
     const trigger = watchTrigger(this.lastSeen.get(node.metadata.name), node, this.deps.defaultKnobs);
     this.lastSeen.set(node.metadata.name, node);
+    if (trigger) this.nodeNames.set(trigger.instanceId, node.metadata.name);
     if (trigger && this.deps.paused) {
       this.served.paused++;
       this.deps.log.info('paused: not serving a node the watcher would serve', { ...trigger });
@@ -243,19 +263,58 @@ class WatchSession {
       if (trigger.release) this.served.release++;
       if (trigger.allocate) this.served.allocate++;
     }
-    let failures: readonly { instanceId: string; error: string }[];
+    let result: NodeServiceResult;
     try {
-      failures = await this.deps.nodes.serve(triggers);
+      result = await this.deps.nodes.serve(triggers);
     } catch (error) {
-      failures = triggers.map(({ instanceId }) => ({ instanceId, error: String(error) }));
+      result = {
+        failures: triggers.map(({ instanceId }) => ({ instanceId, error: String(error) })),
+        held: [],
+      };
     }
-    this.served.failed += failures.length;
-    for (const failure of failures) {
-      this.deps.log.error('the watcher could not serve a node; the sweep will', { ...failure });
+    this.served.failed += result.failures.length;
+    const triggerOf = new Map(triggers.map((trigger) => [trigger.instanceId, trigger]));
+    for (const failure of result.failures) {
+      this.deps.log.error('the watcher could not serve a node; asking again after a node lease', {
+        ...failure,
+      });
+      this.askAgain(triggerOf.get(failure.instanceId), this.deps.clock() + this.deps.watch.nodeLeaseMs);
+    }
+    for (const { instanceId, leaseExpiresAtEpochMs } of result.held) {
+      this.askAgain(triggerOf.get(instanceId), leaseExpiresAtEpochMs);
     }
   }
 
+  /**
+   * Serves the node again just after `leaseExpiresAtEpochMs`, if by then its latest CiliumNode
+   * still asks for it (a live holder that served it meanwhile costs nothing more) and the session
+   * still runs; at most `MAX_ASKS_AGAIN_PER_NODE` times a session. The sweep covers the rest.
+   */
+  private askAgain(trigger: WatchTrigger | undefined, leaseExpiresAtEpochMs: number): void {
+    if (trigger === undefined || this.stopped.signal.aborted) return;
+    const asked = this.asksAgain.get(trigger.instanceId) ?? 0;
+    if (asked >= MAX_ASKS_AGAIN_PER_NODE) return;
+    this.asksAgain.set(trigger.instanceId, asked + 1);
+    const timer = setTimeout(
+      () => {
+        this.askAgainTimers.delete(timer);
+        const name = this.nodeNames.get(trigger.instanceId);
+        const latest = name === undefined ? undefined : this.lastSeen.get(name);
+        const still = latest && watchTrigger(undefined, latest, this.deps.defaultKnobs);
+        if (!still || this.stopped.signal.aborted) return;
+        this.served.askedAgain++;
+        this.deps.log.info('asking again for a node whose serving failed or was held', { ...still });
+        this.dispatcher.dispatch(still, () => {});
+      },
+      Math.max(leaseExpiresAtEpochMs + ASK_AGAIN_MARGIN_MS - this.deps.clock(), 0),
+    );
+    this.askAgainTimers.add(timer);
+  }
+
+  /** Waits for the nodes being served; a node not yet asked for again is left to the sweep. */
   drain(): Promise<void> {
+    for (const timer of this.askAgainTimers) clearTimeout(timer);
+    this.askAgainTimers.clear();
     return this.dispatcher.idle();
   }
 
@@ -273,7 +332,12 @@ class WatchSession {
 }
 
 function emptySummary(): Omit<WatchSummary, 'outcome'> {
-  return { events: 0, relists: 0, reconnects: 0, served: { allocate: 0, release: 0, failed: 0, paused: 0 } };
+  return {
+    events: 0,
+    relists: 0,
+    reconnects: 0,
+    served: { allocate: 0, release: 0, failed: 0, paused: 0, askedAgain: 0 },
+  };
 }
 
 function defaultSleep(milliseconds: number): Promise<void> {

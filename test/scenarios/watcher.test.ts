@@ -1,5 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { CiliumNodeWatchPort, Ec2NetworkPort, WatchLeaseStore } from '../../functions/core/ports.ts';
+import type {
+  CiliumNodeWatchPort,
+  Ec2NetworkPort,
+  NodeServicePort,
+  WatchLeaseStore,
+} from '../../functions/core/ports.ts';
 import type { AllocationDependencies } from '../../functions/services/allocate-node.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { watchCiliumNodes } from '../../functions/services/watch-ciliumnodes.ts';
@@ -17,6 +22,8 @@ import { startWatchHarness, type WatchHarness } from '../support/watch-harness.t
 
 let harness: AllocationHarness;
 let watcher: WatchHarness;
+/** The harness's watch settings. */
+const WATCH = { leaseMs: 600, concurrency: 4, nodesPerInvocation: 2, standbyMs: 0, nodeLeaseMs: 15_000 };
 
 beforeEach(async () => {
   // On the emulator: these scenarios compact its history on demand and count its open watches
@@ -147,7 +154,7 @@ describe('the CiliumNode watcher', () => {
     const summary = await watching;
 
     expect(summary.events).toBeGreaterThanOrEqual(1);
-    expect(summary.served).toEqual({ allocate: 0, release: 0, failed: 0, paused: 1 });
+    expect(summary.served).toEqual({ allocate: 0, release: 0, failed: 0, paused: 1, askedAgain: 0 });
     expect(nodes.requests).toEqual([]);
     expect(poolSize(instance)).toBe(8);
     expect(ipsInEc2(instance)).toBe(8);
@@ -201,6 +208,61 @@ describe('the CiliumNode watcher', () => {
     expect(nodes.requests).toEqual([{ instanceId: changed.instanceId, allocate: true, release: false }]);
     expect(second).toMatchObject({ outcome: 'watched', relists: 0, resumedFrom: first.checkpoint });
     expect(poolSize(blocked)).toBe(1);
+  });
+
+  it('asks again for a node whose serving failed, once a lease the failed invocation may have left has run out', async () => {
+    const instance = await readyNode();
+    const inner = inProcessNodeService();
+    let calls = 0;
+    const failingOnce: NodeServicePort = {
+      serve: async (triggers) => {
+        calls++;
+        if (calls === 1) throw new Error('Task timed out after 120.00 seconds');
+        return inner.service.serve(triggers);
+      },
+    };
+    const watching = watchFor(3_000, { nodes: failingOnce, watch: { ...WATCH, nodeLeaseMs: 200 } });
+    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
+    startPods(instance, 5);
+    await vi.waitFor(() => expect(poolSize(instance)).toBe(13), { timeout: 5_000 });
+    const summary = await watching;
+
+    // The second hand-over is the ask again.
+    expect(summary.served).toMatchObject({ allocate: 2, failed: 1, askedAgain: 1 });
+    expect(inner.requests).toEqual([{ instanceId: instance.instanceId, allocate: true, release: false }]);
+    expect(ipsInEc2(instance)).toBe(13);
+  });
+
+  it("asks again for a node another invocation held, just after that lease's expiry, and not when the holder served it", async () => {
+    const [held, servedByHolder] = [await readyNode(), await readyNode()];
+    const inner = inProcessNodeService();
+    const answered = new Set<string>();
+    // The first answer for each node: another invocation holds it for 300 ms more. The holder of
+    // `servedByHolder` serves it meanwhile (its demand is met when the watcher asks again).
+    const holding: NodeServicePort = {
+      serve: async (triggers) => {
+        const first = triggers.filter(({ instanceId }) => !answered.has(instanceId));
+        for (const { instanceId } of first) answered.add(instanceId);
+        if (first.length === 0) return inner.service.serve(triggers);
+        if (first.some(({ instanceId }) => instanceId === servedByHolder.instanceId)) {
+          await allocateNode(servedByHolder.instanceId, allocationDependencies());
+        }
+        const leaseExpiresAtEpochMs = harness.clock.now() + 300;
+        return { failures: [], held: first.map(({ instanceId }) => ({ instanceId, leaseExpiresAtEpochMs })) };
+      },
+    };
+    const watching = watchFor(3_000, { nodes: holding });
+    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
+    startPods(held, 5);
+    startPods(servedByHolder, 5);
+    await vi.waitFor(() => expect(poolSize(held)).toBe(13), { timeout: 5_000 });
+    const summary = await watching;
+
+    // Two hand-overs, and one ask again (for `held` only: `servedByHolder` no longer asks).
+    expect(summary.served).toMatchObject({ allocate: 3, failed: 0, askedAgain: 1 });
+    expect(inner.requests).toEqual([{ instanceId: held.instanceId, allocate: true, release: false }]);
+    expect(poolSize(servedByHolder)).toBe(13);
+    expect(ipsInEc2(held)).toBe(13);
   });
 
   it('a watcher that dies mid-invocation is replaced once its lease expires: no node missed, none served twice', async () => {

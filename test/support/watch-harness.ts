@@ -4,6 +4,7 @@ import { DynamoWatchLeaseStore, WATCH_STATE_KEY } from '../../functions/aws/watc
 import type { NodeServicePort } from '../../functions/core/ports.ts';
 import type { WatchTrigger } from '../../functions/core/watch-plan.ts';
 import type { AllocationDependencies } from '../../functions/services/allocate-node.ts';
+import { nodeServiceResult } from '../../functions/core/serve-node-request.ts';
 import { serveNodes } from '../../functions/services/serve-node.ts';
 import {
   type WatchDependencies,
@@ -49,7 +50,8 @@ export async function startWatchHarness(harness: AllocationHarness): Promise<Wat
           invocationId: randomUUID(),
           release: { enabled: false, delayMs: 0 },
         });
-        return served.flatMap((node) => ('error' in node ? [node] : []));
+        // Through JSON, as the answer reaches the watcher from Lambda.
+        return nodeServiceResult(JSON.parse(JSON.stringify(served)) as unknown[]);
       },
     };
     return { service, requests };
@@ -66,7 +68,7 @@ export async function startWatchHarness(harness: AllocationHarness): Promise<Wat
       clock: base.clock,
       log: base.log,
       invocationId: randomUUID(),
-      watch: { leaseMs: 600, concurrency: 4, nodesPerInvocation: 2, standbyMs: 0 },
+      watch: { leaseMs: 600, concurrency: 4, nodesPerInvocation: 2, standbyMs: 0, nodeLeaseMs: 15_000 },
       sleep: (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds)),
       ...overrides,
     };

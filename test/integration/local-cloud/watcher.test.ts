@@ -104,7 +104,7 @@ describe('the deployed watcher on the local cloud', () => {
 
     expect(result).toMatchObject({
       status: 'succeeded',
-      payload: { served: { allocate: 0, release: 0, failed: 0, paused: 1 } },
+      payload: { served: { allocate: 0, release: 0, failed: 0, paused: 1, askedAgain: 0 } },
     });
     expect(allocateInvocations(local) - invokesBefore).toBe(0);
     expect(poolSize(await ciliumNodeOf(local, instance))).toBe(0);

@@ -3,6 +3,7 @@ import {
   decodeServeNodesRequest,
   isDirectInvoke,
   MAX_NODES_PER_REQUEST,
+  nodeServiceResult,
   serveNodesRequest,
 } from '../../../functions/core/serve-node-request.ts';
 
@@ -80,5 +81,31 @@ describe('the watcher’s serve-nodes request', () => {
     const decoded = decodeServeNodesRequest(event);
     expect(decoded.ok).toBe(false);
     expect(decoded.ok ? '' : decoded.reason).toMatch(message);
+  });
+});
+
+describe('the watcher’s reading of the allocate function’s answer', () => {
+  it('names the failed nodes and those another invocation held, with its lease’s expiry', () => {
+    const answer = JSON.parse(
+      JSON.stringify([
+        {
+          instanceId: TRIGGER.instanceId,
+          outcome: { kind: 'served', allocation: { kind: 'busy', leaseExpiresAtEpochMs: 1_700_000_015_000 } },
+        },
+        { instanceId: OTHER.instanceId, error: 'ThrottlingException: Rate exceeded' },
+        { instanceId: 'i-0123456789abcdef2', outcome: { kind: 'served', allocation: { kind: 'allocated' } } },
+      ]),
+    ) as unknown[];
+    expect(nodeServiceResult(answer)).toEqual({
+      failures: [{ instanceId: OTHER.instanceId, error: 'ThrottlingException: Rate exceeded' }],
+      held: [{ instanceId: TRIGGER.instanceId, leaseExpiresAtEpochMs: 1_700_000_015_000 }],
+    });
+  });
+
+  it('a busy answer without an expiry (an earlier allocate function) is served as far as the watcher knows', () => {
+    const answer = [
+      { instanceId: TRIGGER.instanceId, outcome: { kind: 'served', allocation: { kind: 'busy' } } },
+    ];
+    expect(nodeServiceResult(answer)).toEqual({ failures: [], held: [] });
   });
 });
