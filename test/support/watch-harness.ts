@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoWatchLeaseStore, WATCH_STATE_KEY } from '../../functions/aws/watch-lease.ts';
 import type { NodeServicePort } from '../../functions/core/ports.ts';
+import { nodeServiceResult } from '../../functions/core/serve-node-request.ts';
 import type { WatchTrigger } from '../../functions/core/watch-plan.ts';
 import type { AllocationDependencies } from '../../functions/services/allocate-node.ts';
-import { nodeServiceResult } from '../../functions/core/serve-node-request.ts';
 import { serveNodes } from '../../functions/services/serve-node.ts';
 import {
   type WatchDependencies,
