@@ -1,6 +1,7 @@
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
-import { ENI_TAG_KEYS, ownershipTags } from '../../functions/core/eni-ownership.ts';
+import { ownershipTags } from '../../functions/core/eni-ownership.ts';
 import { expandCidr } from '../../functions/core/ip-math.ts';
+import { instanceOfEc2Call } from '../emulators/ec2/call-instance.ts';
 import type { InjectedFault } from '../emulators/ec2/index.ts';
 import { ApiError, type K8sEmulator } from '../emulators/k8s/index.ts';
 import {
@@ -281,7 +282,7 @@ function armCrashes(run: ChaosRun): () => void {
     hook: async (action, params) => {
       const point = CRASH_POINT_OF_EC2_ACTION[action];
       if (!run.faultPhase.active || point === undefined) return;
-      const instanceId = instanceOfCall(cloud, action, params);
+      const instanceId = instanceOfEc2Call(cloud.ec2.state, action, params);
       const crash = instanceId === undefined ? undefined : takeCrash(point, instanceId);
       if (instanceId === undefined || crash === undefined) return;
       // Kill the allocator working on this instance (or the sweep), THEN let EC2 apply the call.
@@ -533,26 +534,6 @@ class Timeline {
   cancel(): void {
     for (const timer of this.timers) clearTimeout(timer);
   }
-}
-
-/** The instance an EC2 call works for: its InstanceId, the instance tag of a create, or the ENI's attachment. */
-function instanceOfCall(
-  cloud: LocalCloud,
-  action: string,
-  params: Readonly<Record<string, string>>,
-): string | undefined {
-  if (action === 'AttachNetworkInterface') return params.InstanceId;
-  if (action === 'CreateNetworkInterface') {
-    for (const [key, value] of Object.entries(params)) {
-      const match = /^(TagSpecification\.\d+\.Tag\.\d+)\.Key$/.exec(key);
-      if (match && value === ENI_TAG_KEYS.instanceId) return params[`${match[1]}.Value`];
-    }
-    return undefined;
-  }
-  const eniId = params.NetworkInterfaceId;
-  if (eniId === undefined) return undefined;
-  const eni = cloud.ec2.state.networkInterface(eniId);
-  return eni?.attachment?.instanceId ?? eni?.tags[ENI_TAG_KEYS.instanceId];
 }
 
 function eventInstanceId(event: unknown): string | undefined {

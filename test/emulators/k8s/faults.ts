@@ -85,6 +85,7 @@ interface ActiveFault {
 
 export class Faults {
   private active: ActiveFault[] = [];
+  private readonly hitListeners = new Set<(request: RequestInfo, kind: FaultKind) => void>();
   private readonly dropWatchStreams: () => number;
 
   constructor(dropWatchStreams: () => number) {
@@ -117,7 +118,17 @@ export class Faults {
     fault.hits++;
     fault.remaining--;
     if (fault.remaining <= 0) this.active = this.active.filter((f) => f !== fault);
+    for (const listener of this.hitListeners) listener(request, fault.rule.kind);
     return fault.rule.kind;
+  }
+
+  /**
+   * Calls `listener` as a fault hits a request, before the request is refused, dropped or carried
+   * out (a test kills the caller there); returns what stops the calls.
+   */
+  onHit(listener: (request: RequestInfo, kind: FaultKind) => void): () => void {
+    this.hitListeners.add(listener);
+    return () => this.hitListeners.delete(listener);
   }
 
   /** Faults still armed. */
