@@ -3,6 +3,7 @@ import { startBenchCloud, synthesizeBenchStack } from './phases/bench-cloud.ts';
 import { Cleanups } from './phases/cleanups.ts';
 import { measureColdStarts } from './phases/cold-starts.ts';
 import { measureDemandToPool } from './phases/demand-to-pool.ts';
+import { measureKillRecovery } from './phases/kill-recovery.ts';
 import { launchBurst } from './phases/launch-burst.ts';
 import { resyncEveryNode } from './phases/no-op-resync.ts';
 import { measureRoundTripsAlone, warmEveryContainer } from './phases/round-trips-alone.ts';
@@ -36,6 +37,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const burst = await launchBurst(bench, settings);
     const noOpSync = await resyncEveryNode(bench, settings);
     const demandToPool = await measureDemandToPool(bench, burst, settings);
+    const killRecovery = await measureKillRecovery(bench, burst, settings);
     const sweepCosts = await measureSteadyStateSweeps(stack, bench.dynamoDbEndpoint, settings);
     return assembleReport({
       settings,
@@ -47,6 +49,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       burst,
       noOpSync,
       demandToPool,
+      killRecovery,
       sweepCosts,
       denials: await bench.cloud.denials(),
     });

@@ -17,6 +17,7 @@ import {
 import { bundleFigures } from './cold-starts.ts';
 import { type DemandToPool, demandFigures } from './demand-to-pool.ts';
 import { itemSizeFigures } from './item-size-figures.ts';
+import { type KillRecovery, killRecoveryFigures } from './kill-recovery.ts';
 import type { LaunchBurst } from './launch-burst.ts';
 import { type NoOpResync, noOpResyncFigure } from './no-op-resync.ts';
 import { roundTripsAloneFigures, type SingleNodeRoundTrips } from './round-trips-alone.ts';
@@ -61,6 +62,7 @@ export interface BenchReport {
   };
   readonly bundles: readonly BundleFigures[];
   readonly demandToPool?: DemandToPool;
+  readonly killRecovery?: KillRecovery;
   readonly sweepCosts: readonly SweepCost[];
 }
 
@@ -81,6 +83,7 @@ export interface MeasuredRun {
   readonly burst: LaunchBurst;
   readonly noOpSync: NoOpResync;
   readonly demandToPool: DemandToPool | undefined;
+  readonly killRecovery: KillRecovery | undefined;
   readonly sweepCosts: readonly SweepCost[];
   /** The authorization denials over the whole run, read at its end. */
   readonly denials: Denials;
@@ -117,6 +120,7 @@ export function assembleReport(run: MeasuredRun): BenchResult {
     },
     bundles: run.bundles,
     ...(run.demandToPool ? { demandToPool: run.demandToPool } : {}),
+    ...(run.killRecovery ? { killRecovery: run.killRecovery } : {}),
     sweepCosts: run.sweepCosts,
   };
   return { report, chartSvg: readyChart(settings, report) };
@@ -136,6 +140,7 @@ function allFigures(run: MeasuredRun, tally: BurstTally, itemSizes: ItemSizes): 
     ...(run.demandToPool
       ? demandFigures(run.demandToPool, run.warmSingleNode ?? run.singleNode, settings.scale)
       : []),
+    ...(run.killRecovery ? killRecoveryFigures(run.killRecovery) : []),
     ...run.sweepCosts.flatMap(sweepCostFigures),
     ...run.bundles.flatMap((bundle) => bundleFigures(bundle)),
   ];
