@@ -8,6 +8,7 @@
  *                    [--prefix-delegation] [--duplicate-events RATE] [--scale X] [--out DIR]
  *                    [--concurrency C] [--import-runs R] [--timeout SECONDS] [--seed S]
  *                    [--demand-nodes N] [--sweep-cost-nodes 100,1000,5000] [--agents 1.19|1.20|mixed]
+ *                    [--write-readme]
  *
  * --nodes N                  instances launched at once (default 200)
  * --mix SPEC                 instance types and weights (default m5.large:2,t3.medium:1)
@@ -26,11 +27,13 @@
  *                            (multi-pool: demand in spec.ipam.pools), mixed (every other node 1.20)
  * --sweep-cost-nodes LIST    cluster sizes for one steady-state sweep's cost (default 100,1000,5000;
  *                            empty to skip)
+ * --write-readme             also write the figures table of the root README (readme-figures.ts)
  */
 import { createWriteStream, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { formatNumber } from './floors.ts';
+import { writeReadmeFigures } from './readme-figures.ts';
 import { renderMarkdownReport, renderTable } from './report.ts';
 import { type BenchOptions, runBench } from './run.ts';
 
@@ -57,6 +60,7 @@ function parseFlags(argv: string[]): BenchOptions & { out: string } {
       'demand-nodes': { type: 'string', default: '50' },
       'sweep-cost-nodes': { type: 'string', default: '100,1000,5000' },
       agents: { type: 'string', default: '1.19' },
+      'write-readme': { type: 'boolean', default: false },
     },
   });
   const integer = (name: string, raw: string | undefined, min: number, max: number) => {
@@ -106,6 +110,7 @@ async function main(): Promise<number> {
     writeFileSync(join(out, 'bench.json'), `${JSON.stringify(report, null, 2)}\n`);
     writeFileSync(join(out, 'bench.md'), renderMarkdownReport(report));
     writeFileSync(join(out, 'nodes-ready.svg'), chartSvg);
+    if (process.argv.includes('--write-readme')) writeReadmeFigures(report.figures, process.argv.slice(2));
     console.log('');
     console.log(
       `${flags.nodes} nodes (${flags.mix}, first-interface-index ${flags.firstInterfaceIndex}${flags.prefixDelegation ? ', prefix delegation' : ''}, duplicate events ${flags.duplicateEvents}, scale ${flags.scale}x): ready ${report.readyNodes}/${flags.nodes}${report.burst.timedOut ? ' TIMED OUT' : ''}, invariant violations ${report.burst.invariantViolations}, burst ${formatNumber(report.burst.realSeconds, 1)} real s`,
