@@ -4,7 +4,7 @@ import { ENI_TAG_KEYS, OWNER_TAG_VALUE } from '../functions/core/eni-ownership.t
 
 /**
  * The EC2 permissions of the allocating functions, least privilege after AWS's scope-down policy for
- * VPC CNI (aws-facts.md §9): named actions only (no wildcards); every ENI mutation conditioned on
+ * VPC CNI (https://github.com/aws/amazon-vpc-cni-k8s/blob/b52188387/docs/iam-policy.md): named actions only (no wildcards); every ENI mutation conditioned on
  * our ownership tag AND our cluster tag, which we put on every ENI at creation (the cluster tag
  * alone is shared with VPC CNI, whose ENIs are not ours to touch); creation only in the cluster's
  * VPC and only with both tags in the request; tagging only as part of creation, so the role can

@@ -15,7 +15,7 @@ export interface FunctionVpcPlacement {
  * statements would refuse them and the function would fail to create. The same actions as the
  * AWS-managed AWSLambdaVPCAccessExecutionRole.
  *
- * What the subnets need (documented in the README): EC2 through a NAT or the
+ * What the subnets need (infra/README.md, Reachability): EC2 through a NAT or the
  * `com.amazonaws.<region>.ec2` interface endpoint, DynamoDB through the gateway endpoint or NAT,
  * and 443 from these security groups to the cluster security group (the private API endpoint).
  * No STS egress: the EKS token is a presigned URL the API server itself calls STS with, and Lambda

@@ -4,8 +4,9 @@ import { usedIps } from './knobs.ts';
 
 /**
  * Which IPAM protocol a node's cilium agent speaks, and what it demands. Pure; decided afresh on
- * every observation of the CiliumNode, exactly as cilium-operator 1.20 does (reference
- * cilium-multipool.md §1.1, §1.2), so it flips both ways on upgrade and downgrade:
+ * every observation of the CiliumNode, exactly as cilium-operator 1.20 does (`isMultiPoolNodeLocked`
+ * and `recalculate` in https://github.com/cilium/cilium/blob/711821bf3b/operator/pkg/ipam/nodemanager/node.go;
+ * functions/README.md, *Agent protocols*), so it flips both ways on upgrade and downgrade:
  * - `crd`: agents 1.12 to 1.19 (and 1.20 agents before their first write). Demand is
  *   `|status.ipam.used|`; releases go through the `release-ips` handshake.
  * - `multi-pool`: agents 1.20 and 1.21. `spec.ipam.pools.requested` has an entry for pool

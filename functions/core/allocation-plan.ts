@@ -31,8 +31,9 @@ import { chooseSubnets, subnetIdsNameNothingHere, subnetIdsOf } from './subnet-c
  * The allocation planner: from one snapshot of a node, the ONE next action that brings its pool
  * towards the watermarks, as a value the EC2 adapter carries out. Pure. Mirrors cilium's
  * `recalculate` → `determineMaintenanceAction` → `PrepareIPAllocation` / `CreateInterface` chain
- * ([M1] `pkg/ipam/node.go`, `pkg/aws/eni/node.go`; reference §3.2-§3.8). Also the release-side
- * selection of which addresses are excess (§3.10), used by the release handshake.
+ * (https://github.com/cilium/cilium/blob/507103c61f/pkg/ipam/node.go, https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/node.go; the formulas
+ * in functions/README.md, *Cilium's formulas*). Also the release-side selection of which addresses
+ * are excess (`PrepareIPRelease`), used by the release handshake.
  */
 
 /** Everything the planner looks at, as observed (EC2 for ENIs and subnets, the CiliumNode for knobs). */
@@ -77,7 +78,7 @@ export interface AllocationSnapshot {
 
 /**
  * The pool's state against the knobs. `neededIps` and `excessIps` are cilium's `needed` and
- * `excess` (§3.2): at most one of them is positive. Both are 0 when the limits are unknown or no
+ * `excess` (`recalculate`): at most one of them is positive. Both are 0 when the limits are unknown or no
  * ENI was observed, as in cilium where a failed `ResyncInterfacesAndIPs` zeroes them.
  */
 export interface PoolDemand {
@@ -101,7 +102,8 @@ type DemandInputs = Pick<
 >;
 
 /**
- * cilium's `neededPrefixes6` (reference cilium-multipool.md §1.2): 1 when the agent asks for IPv6
+ * cilium's `neededPrefixes6` (`recalculate` in https://github.com/cilium/cilium/blob/711821bf3b/operator/pkg/ipam/nodemanager/node.go):
+ * 1 when the agent asks for IPv6
  * and no ENI it derives from (`isExcludedBySpec` false) holds a /80, else 0. Never more than one,
  * whatever `ipv6-addrs` says: a /80 holds more than any node can use, and it is never released.
  */
@@ -203,7 +205,7 @@ export interface Ipv6PrefixRequest {
 }
 
 /**
- * The next action for a node. `neededIps` is cilium's `needed` for the snapshot (§3.2), carried for
+ * The next action for a node. `neededIps` is cilium's `needed` for the snapshot (`recalculate`), carried for
  * logs and metrics; the requested count may exceed it by up to `max-above-watermark` (cilium
  * `MaxIPsToAllocate = needed + maxAboveWatermark`; the pending-pod surge is not modelled).
  */
@@ -243,13 +245,13 @@ export type AllocationPlan =
  *    held demand back, else `pool-satisfied`;
  * 4. then, in the node's address mode (`planInMode`): fill an existing ENI, else create one.
  *
- * On a prefix-delegated node (cilium `IsPrefixDelegated`, §3.8) the mode is /28 prefixes, and
+ * On a prefix-delegated node (cilium `IsPrefixDelegated`) the mode is /28 prefixes, and
  * subnets that refused a /28 this invocation (`prefixRefusedSubnetIds`) are left out of both steps:
  * a. `assign` prefixes to an ENI whose subnet did not refuse;
  * b. else `create-eni` with prefixes in a suitable subnet that did not refuse. So when the ENI to
  *    fill sits in a fragmented subnet and a device slot is free, a new ENI in another suitable
  *    subnet gets prefixes before anything falls back (cilium retries no other subnet, #46644, and
- *    falls back to IPs on the same ENI at once, §3.5 `AllocateIPs`): a slot that holds a /28 holds
+ *    falls back to IPs on the same ENI at once, `AllocateIPs`): a slot that holds a /28 holds
  *    16 addresses, a slot that holds a single IP holds 1, and the node stays delegated;
  * c. only when neither is possible and some subnet refused, single IPs (`prefixFallback`, cilium
  *    PRs #20822, #31016): first on an ENI that already holds prefixes (it stays delegated under
@@ -356,7 +358,7 @@ function isAction(plan: AllocationPlan): plan is ActionPlan {
 
 /**
  * Fill, else create, asking for `mode` (cilium `PrepareIPAllocation` → `AllocateIPs`, else
- * `CreateInterface`, §3.4-§3.5), with `excludedSubnetIds` left out:
+ * `CreateInterface`), with `excludedSubnetIds` left out:
  * 1. an existing ENI can take addresses (`orderEnisToFill`; on a prefix-delegated node it needs a
  *    free slot) → `assign` `count = min(room on ENI, free slots, subnet free, needed +
  *    maxAboveWatermark)`; in prefixes `prefixCount = min(ceil(count / 16), free slots)`. In IPs on
@@ -508,7 +510,7 @@ function createEniPlan(
 }
 
 /**
- * The /80 a 1.20 agent asks for (cilium `MaxPrefixesToAllocate = neededPrefixes6`, §1.2), with the
+ * The /80 a 1.20 agent asks for (cilium `MaxPrefixesToAllocate = neededPrefixes6`), with the
  * IPv4 plan `ipv4`, first rule that applies:
  * 1. the instance type cannot hold a /80 (`ipv6PerInterface` 0, or not Nitro nor bare metal: EC2
  *    delegates prefixes only there): an IPv4 action as it is, else `blocked` / `Ipv6NotSupported`;
@@ -722,7 +724,7 @@ export interface ExcessSelectionInputs {
 }
 
 /**
- * Which addresses are excess, on ONE ENI per round (cilium `PrepareIPRelease`, reference §3.10):
+ * Which addresses are excess, on ONE ENI per round (cilium `PrepareIPRelease`):
  * - ENIs are visited sorted by id; excluded ENIs are skipped.
  * - An ENI with prefixes: while at least 16 addresses remain to release, each of its prefixes
  *   (numeric order) that contains no used address is taken whole; then free secondary IPs up to what

@@ -8,11 +8,12 @@ import { appliedRecordVersion } from './table-generation.ts';
 
 /**
  * Release for multi-pool (1.20) nodes, which take no part in the `release-ips` handshake: the
- * agent's release request is dropping a CIDR from `spec.ipam.pools.allocated` (reference
- * cilium-multipool.md §1.5, obligation 8). Pure. Made durable (cilium keeps its marks in operator
+ * agent's release request is dropping a CIDR from `spec.ipam.pools.allocated`
+ * (`trackMultiPoolAllocatedLocked` in https://github.com/cilium/cilium/blob/711821bf3b/operator/pkg/ipam/nodemanager/node.go;
+ * functions/README.md, *Agent protocols*). Pure. Made durable (cilium keeps its marks in operator
  * memory) and stricter than cilium in one way: a CIDR is withdrawn from `status.eni.enis` BEFORE
  * it is unassigned in EC2, closing the race C6 where the agent reclaims a still-listed CIDR while
- * the operator unassigns it (the reference's recommended two-step release):
+ * the operator unassigns it (so the release takes two steps):
  *
  *   record entry   sync publishes                                 next step
  *   pending        the CIDR (the delay runs)                      delay elapsed → withdrawing

@@ -8,7 +8,7 @@ import type { EniState, NodeRecord, VpcView } from './model.ts';
  * What ONE node-record version says the CiliumNode should publish. Pure: the same record always
  * renders the same JSON (addresses and prefixes sorted), so "nothing changed" is a plain equality.
  *
- * The ENI JSON mirrors cilium-operator's (`parseENI` + `PopulateStatusFields`, reference §1.6),
+ * The ENI JSON mirrors cilium-operator's (`parseENI` in https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/ec2/ec2.go, `PopulateStatusFields`),
  * including its `omitempty` tags: `number` is absent for device index 0 and empty strings, lists
  * and maps are absent. Two deliberate differences from cilium-operator, both demanded by 1.19
  * agents' `validateENIConfig` (which otherwise ignores the whole update): `vpc.primary-cidr` is

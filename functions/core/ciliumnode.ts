@@ -1,6 +1,7 @@
 /**
  * The parts of a `cilium.io/v2` CiliumNode that the sync reads or writes, with cilium's exact JSON
- * names (reference: cilium-eni-ipam.md §1). Objects come from the API server, written by agents of
+ * names (https://github.com/cilium/cilium/blob/507103c61f/pkg/k8s/apis/cilium.io/v2/types.go, https://github.com/cilium/cilium/blob/507103c61f/pkg/ipam/types/types.go,
+ * https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/types/types.go). Objects come from the API server, written by agents of
  * any version from 1.12 on, so every field is optional and readers must tolerate its absence; the
  * index signatures keep the fields we neither read nor write (they pass through untouched).
  */

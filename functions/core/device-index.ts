@@ -2,7 +2,7 @@ import type { EniState, InstanceLimits } from './model.ts';
 
 /**
  * Device-index choice for a new ENI. Pure; mirrors cilium `findNextIndex` and the attach retry
- * of `CreateInterface` ([M1] `pkg/aws/eni/node.go`, reference §3.5 steps 5 and 8). Only network
+ * of `CreateInterface` (https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/node.go). Only network
  * card 0 is used, so indexes run from 0 to `maxInterfaces - 1`.
  */
 

@@ -15,7 +15,7 @@ export function matchesAllTags(tags: Tags, required: Tags): boolean {
 
 /**
  * True when the ENI is out of bounds for allocation, release, pool publication and capacity
- * (cilium `ENI.IsExcludedBySpec`, reference §1.6/§3.5):
+ * (cilium `ENI.IsExcludedBySpec`, https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/types/types.go):
  * - it is `foreign` (not ours: our role may not mutate it, whatever the knobs say), or
  * - its device index is below `firstInterfaceIndex`, or
  * - `excludeInterfaceTags` is non-empty and the ENI's tags match ALL of them.
@@ -29,7 +29,7 @@ export function isExcluded(
 }
 
 /**
- * cilium `ENI.IsExcludedBySpec` alone, as the agent applies it when it derives its CIDRs (§2.1):
+ * cilium `ENI.IsExcludedBySpec` alone, as the agent applies it when it derives its CIDRs (`FromResource`):
  * below `firstInterfaceIndex`, or tagged with every `excludeInterfaceTags`. An ENI that is not
  * ours but not excluded this way (eth0 at `first-interface-index` 0) is one the agent derives from.
  */
@@ -70,8 +70,8 @@ export interface FillOrderInputs {
  *    for a /28;
  * 3. its subnet is known and reports `availableAddresses > 0`, and is not in `excludedSubnetIds`.
  * Order: lowest device index first, then ENI id. This mirrors cilium `PrepareIPAllocation`
- * ([M1] `pkg/aws/eni/node.go`, reference §3.5) except that cilium takes the first candidate in Go
- * map order (non-deterministic, §3.18 item 7); ours is stable so retries plan the same action.
+ * (https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/node.go) except that cilium's `PrepareIPAllocation` takes the first
+ * candidate in Go map order (non-deterministic); ours is stable so retries plan the same action.
  */
 export function orderEnisToFill(inputs: FillOrderInputs): EniFillCandidate[] {
   const subnetsById = new Map(inputs.subnets.map((subnet) => [subnet.id, subnet]));

@@ -5,7 +5,7 @@ import { isCanonicalIpv6Cidr } from './ipv6-math.ts';
 import { instanceIdOfCiliumNode } from './knobs.ts';
 
 /**
- * The DESIGN.md invariants that can be judged from one CiliumNode version, as pure checks shared by
+ * The invariants (functions/README.md, *Guarantees*) that can be judged from one CiliumNode version, as pure checks shared by
  * the sync's tests and the chaos runs (which apply them to every version a watcher could see).
  * An empty result means the version is fine.
  */
@@ -110,7 +110,8 @@ function eniHoldsIp(eni: CiliumEni, ip: string): boolean {
 const MAC_ADDRESS = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
 /**
- * Invariant 7's "complete at every version" (reference cilium-multipool.md I1), what 1.20 agents
+ * Invariant 7's "complete at every version" (the agent's `FromResource` in https://github.com/cilium/cilium/blob/711821bf3b/pkg/ipam/eni.go),
+ * what 1.20 agents
  * need of EVERY ENI entry, eth0 and excluded ones included: the key as `id`, a canonical primary
  * `ip`, a valid `mac`, a valid `subnet.cidr` and `vpc.primary-cidr`, every `vpc.cidrs` item valid,
  * every address and /80 canonical (a malformed one breaks Go decoding of the whole object).

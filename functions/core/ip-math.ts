@@ -81,7 +81,7 @@ export function cidrContains(cidr: string, address: string): boolean {
 /**
  * Every address of `cidr`, network and broadcast included, in ascending order. This is how a
  * delegated /28 reaches the pool: cilium expands each prefix into its 16 addresses and publishes
- * all of them (`ip.PrefixToIps`, [M1] `pkg/aws/ec2/ec2.go` parseENI). Refuses blocks larger than /16.
+ * all of them (`ip.PrefixToIps`, `parseENI` in https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/ec2/ec2.go). Refuses blocks larger than /16.
  */
 export function expandCidr(cidr: string): string[] {
   const { networkAddress, addressCount } = parseCidr(cidr);

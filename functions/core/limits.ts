@@ -3,7 +3,8 @@ import type { EniState, InstanceLimits, NodeKnobs } from './model.ts';
 
 /**
  * Per-ENI limits derived from the instance type, mirroring cilium's `getEffectiveIPLimits` and
- * `IsPrefixDelegated` ([M1] `pkg/aws/eni/node.go`; reference §3.3 and §3.8). Pure.
+ * `IsPrefixDelegated` (https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/node.go; functions/README.md,
+ * *Cilium's formulas*). Pure.
  *
  * Two ways of counting coexist, on purpose:
  * - "addresses" (cilium `len(eni.Addresses)`): secondary IPs, plus 16 per delegated /28, plus the
@@ -92,8 +93,8 @@ export function supportsPrefixDelegation(limits: InstanceLimits): boolean {
 }
 
 /**
- * Whether the node allocates /28 prefixes instead of secondary IPs (cilium `IsPrefixDelegated`,
- * reference §3.8). True iff ALL of:
+ * Whether the node allocates /28 prefixes instead of secondary IPs (cilium `IsPrefixDelegated`).
+ * True iff ALL of:
  * 1. prefix delegation is enabled for the stack;
  * 2. the instance limits are known and the instance is Nitro or bare metal;
  * 3. the node's `spec.eni.disable-prefix-delegation` is not true;

@@ -7,7 +7,8 @@ import type { EniState, InstanceLimits, NodeKnobs } from './model.ts';
  * Pool arithmetic: how many IPs a node needs or has in excess, the bounds the instance type puts on
  * that, and which addresses make up the pool. Pure; mirrors cilium `pkg/ipam/node.go`
  * (`calculateNeededIPs`, `calculateExcessIPs`) and `pkg/aws/eni/node.go`
- * (`GetMaximumAllocatableIPv4`, `GetMinimumAllocatableIPv4`) as reference §3.2/§3.3 describe them.
+ * (`GetMaximumAllocatableIPv4`, `GetMinimumAllocatableIPv4`), as functions/README.md
+ * (*Cilium's formulas*) writes them out.
  */
 
 /** cilium `defaults.IPAMPreAllocation`: the pre-allocate watermark when none is configured. */
@@ -26,7 +27,7 @@ export interface NeededIpsInputs {
 }
 
 /**
- * How many addresses to add (cilium `calculateNeededIPs`, reference §3.2):
+ * How many addresses to add (cilium `calculateNeededIPs`):
  * ```
  * needed = preAllocate - (available - used)
  * if minAllocate > 0:                                  needed = max(needed, minAllocate - available)
@@ -52,7 +53,7 @@ export interface ExcessIpsInputs {
 
 /**
  * How many addresses the pool holds beyond what the knobs allow (cilium `calculateExcessIPs`,
- * reference §3.2, including the `used + preAllocate <= upper bound` branch of `ba8f5c897f`, #27970):
+ * including the `used + preAllocate <= upper bound` branch of `ba8f5c897f`, #27970):
  * ```
  * upperBound = minAllocate + maxAboveWatermark
  * if used <= upperBound:
@@ -72,7 +73,7 @@ export function calculateExcessIps(inputs: ExcessIpsInputs): number {
 }
 
 /**
- * The most addresses the instance can hold for pods (cilium `GetMaximumAllocatableIPv4`, §3.3):
+ * The most addresses the instance can hold for pods (cilium `GetMaximumAllocatableIPv4`):
  * `(maxInterfaces - firstInterfaceIndex) × max(ipv4PerInterface - 1, 0)`, `× 16` with prefix
  * delegation. 0 means "unknown, no cap" and is returned when the limits are unknown or
  * `maxInterfaces < firstInterfaceIndex`, exactly as cilium does.
@@ -90,7 +91,7 @@ export function maxAllocatableIps(
 
 /**
  * The pre-allocate watermark the instance can actually honour (cilium `GetMinimumAllocatableIPv4`,
- * §3.3, the fix for tiny instances in #9730): 8 when the limits are unknown; 0 when
+ * the fix for tiny instances in #9730): 8 when the limits are unknown; 0 when
  * `firstInterfaceIndex >= maxInterfaces` (every ENI is excluded); else
  * `min(8, (maxInterfaces - firstInterfaceIndex) × (ipv4PerInterface - 1))`.
  */
@@ -106,7 +107,7 @@ export function minAllocatableIps(
 
 /**
  * The pre-allocate watermark in force: the knob when positive, else `minAllocatableIps` (cilium
- * seeds `spec.ipam.pre-allocate` with that value when it is 0, reference §3.12).
+ * seeds `spec.ipam.pre-allocate` with that value when it is 0).
  */
 export function resolvePreAllocate(
   knobs: Pick<NodeKnobs, 'preAllocate' | 'firstInterfaceIndex'>,
@@ -144,7 +145,7 @@ export function slotMixCapacityAdjustmentIps(
 
 /**
  * The allocation cap in force: the knob when positive, else `maxAllocatableIps` (cilium
- * `recalculate`, §3.2) moved by `slotAdjustmentIps` (`slotMixCapacityAdjustmentIps`, 0 when every
+ * `recalculate`) moved by `slotAdjustmentIps` (`slotMixCapacityAdjustmentIps`, 0 when every
  * slot holds what the node allocates). 0 means no cap; an adjustment never turns a cap into 0.
  */
 export function resolveMaxAllocate(
@@ -160,7 +161,7 @@ export function resolveMaxAllocate(
 
 /**
  * The pool addresses one ENI contributes, numerically sorted: its secondary IPs, every address of
- * every /28 prefix, and its primary address when `usePrimaryAddress` (cilium parseENI, §3.9).
+ * every /28 prefix, and its primary address when `usePrimaryAddress` (cilium `parseENI`).
  * Excluded or not is the caller's decision.
  */
 export function poolAddressesOfEni(eni: EniState, usePrimaryAddress: boolean): string[] {
@@ -179,7 +180,7 @@ export interface PoolAddress {
 }
 
 /**
- * Every address of the pool: those of non-excluded ENIs (cilium `ResyncInterfacesAndIPs`, §3.9),
+ * Every address of the pool: those of non-excluded ENIs (cilium `ResyncInterfacesAndIPs`),
  * ENIs in the given order, addresses numerically within each.
  */
 export function poolAddresses(
@@ -193,7 +194,7 @@ export function poolAddresses(
 
 /**
  * The size of the pool without listing it: over non-excluded ENIs, secondary IPs + 16 per /28
- * prefix + 1 per ENI primary when `usePrimaryAddress` (cilium `available = |pool|`, §3.2).
+ * prefix + 1 per ENI primary when `usePrimaryAddress` (cilium `available = |pool|`).
  */
 export function countAvailableIps(
   enis: readonly EniState[],

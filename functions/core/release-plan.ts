@@ -9,7 +9,7 @@ import { poolAddressesOfEni } from './pool-math.ts';
 
 /**
  * The excess-IP release planner: cilium-operator's release path and its side of the release
- * handshake (reference §3.10, §3.11; [M1] `pkg/ipam/node.go` `handleIPRelease`,
+ * handshake (functions/README.md, *Agent protocols*; https://github.com/cilium/cilium/blob/507103c61f/pkg/ipam/node.go `handleIPRelease`,
  * `abortNoLongerExcessIPs`, `PopulateIPReleaseStatus`; `pkg/aws/eni/node.go` `PrepareIPRelease`,
  * `ReleaseIPs`, `ReleaseIPPrefixes`), made durable: cilium keeps `ipsMarkedForRelease` and
  * `ipReleaseStatus` in operator memory and loses them on restart; here they are the node record's

@@ -3,7 +3,7 @@ import type { EniState, NodeKnobs, SecurityGroupView } from './model.ts';
 
 /**
  * Which security groups a new ENI gets. Pure; mirrors cilium `getSecurityGroupIDs`
- * ([M1] `pkg/aws/eni/node.go`, reference §3.7).
+ * (https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/node.go).
  */
 
 /** Which rule produced the groups. */

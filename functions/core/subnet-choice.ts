@@ -2,8 +2,8 @@ import { compareStrings, matchesAllTags } from './eni-selection.ts';
 import type { InstanceView, NodeKnobs, SubnetView, Tags } from './model.ts';
 
 /**
- * Where a new ENI goes. Pure; mirrors cilium `findSuitableSubnet` ([M1] `pkg/aws/eni/node.go`,
- * reference §3.6) but returns every usable subnet in preference order so the caller can fall back
+ * Where a new ENI goes. Pure; mirrors cilium `findSuitableSubnet`
+ * (https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/node.go) but returns every usable subnet in preference order so the caller can fall back
  * to the next one when EC2 answers `InsufficientFreeAddressesInSubnet`.
  */
 

@@ -3,7 +3,8 @@ import { HttpRequest } from '@smithy/protocol-http';
 import { SignatureV4 } from '@smithy/signature-v4';
 
 /**
- * EKS IAM authentication (aws-iam-authenticator's token, reference aws-facts.md §6): the bearer
+ * EKS IAM authentication (aws-iam-authenticator's token,
+ * https://github.com/kubernetes-sigs/aws-iam-authenticator/blob/master/pkg/token/token.go): the bearer
  * token is `k8s-aws-v1.` + base64url (no padding) of a presigned STS GetCallerIdentity URL whose
  * signature covers the header `x-k8s-aws-id: <cluster name>`. The API server replays the URL to
  * STS to learn who we are. `X-Amz-Expires=60` is required but ignored; the URL is valid 15 minutes

@@ -143,7 +143,7 @@ async function assignPlanned(
  * free /28, and the planner's next round decides where the addresses come from instead (prefixes
  * on another ENI or on a new ENI in another subnet first, single IPs only when no suitable subnet
  * can give a /28; see `planAllocation`). Cilium instead retries single IPs on the same ENI at once
- * (§3.5 `AllocateIPs`). Not idempotent (EC2's AssignPrivateIpAddresses is not); the node lease
+ * (cilium `AllocateIPs`). Not idempotent (EC2's AssignPrivateIpAddresses is not); the node lease
  * makes it run once per need.
  */
 async function assignToEni(

@@ -309,7 +309,7 @@ async function write(name: string, step: SyncWriteStep, api: CiliumNodePort): Pr
 /**
  * Logs the sync's outcome. A node found in sync is logged at debug: the resync finds every node of
  * the cluster in sync every minute, and one INFO line each would be the stack's largest cost that
- * grows with the cluster (README, the monthly cost). Its answer counts them instead.
+ * grows with the cluster (infra/README.md, Cost). Its answer counts them instead.
  */
 function finish(summary: SyncNodeSummary, deps: SyncDependencies, log = true): SyncNodeSummary {
   if (!log) return summary;

@@ -27,7 +27,7 @@ describe('token-bucket floors', () => {
     expect(() => bucketFloorSeconds(1, { burst: 1, refillPerSecond: 0 })).toThrow(RangeError);
   });
 
-  it("takes the largest action floor with AWS's buckets: aws-facts.md §2's 200-ENI example binds on attach at 30 s", () => {
+  it("takes the largest action floor with AWS's buckets: the 200-ENI example of test/README.md binds on attach at 30 s", () => {
     const floor = tokenBucketFloor(necessaryMutatingCalls(200, 0));
     expect(floor.seconds).toBe(30);
     expect(floor.bindingAction).toBe('AttachNetworkInterface');

@@ -87,7 +87,7 @@ export interface ItemSizes {
   readonly records: { readonly ips: NodeRecord; readonly prefixes: NodeRecord };
 }
 
-/** m5.24xlarge: 15 ENIs x 50 IPv4 (aws-facts.md §3.2). */
+/** m5.24xlarge: 15 ENIs x 50 IPv4 (https://github.com/aws/amazon-vpc-cni-k8s/blob/b52188387/pkg/vpc/vpc_ip_resource_limit.go). */
 export function m5x24ItemSizes(): ItemSizes {
   const shape = { instanceType: 'm5.24xlarge', maxInterfaces: 15, ipv4PerInterface: 50 };
   const ips = fullNodeRecord({ ...shape, prefixes: false });

@@ -11,7 +11,7 @@ import { PERSON_USER_PREFIX } from './identities.ts';
 /**
  * What the local cloud shows: per instance, EC2's view, its node record and its CiliumNode, and
  * the invariants judged over EVERY version of the CiliumNode the Kubernetes API server stored
- * (DESIGN.md invariants 1 and 6: what any watcher could have seen, not just the last state).
+ * (invariants 1 and 6 of functions/README.md: what any watcher could have seen, not just the last state).
  */
 
 export interface NodeSummary {

@@ -436,7 +436,7 @@ inline allocateInvocation() {
     fi
 
 /*
- * (b) the release delay has elapsed. Timing assumption (README): the delay (180 s by default) is
+ * (b) the release delay has elapsed. Timing assumption (test/README.md): the delay (180 s by default) is
  * longer than it takes the sync to drop a release-ips entry the record no longer marks, so an
  * answer left over from an aborted handshake is gone by then. ZERO_DELAY drops the assumption
  * and shows why it is needed: the stale `ready-for-release` is taken for an answer to the new mark.
@@ -863,7 +863,7 @@ no_record:
 #ifdef RESTORE
 /*
  * [table-restore] The node table replaced, once: the stack is deployed against a new table
- * (README, "Restore the node table"), whose item versions start over. RESTORE=1: a new, empty
+ * (infra/README.md, "Restore the node table"), whose item versions start over. RESTORE=1: a new, empty
  * table (the allocator records the node afresh from EC2); RESTORE=2: a point-in-time restore,
  * holding the item as it was at [restore-point], any earlier moment. The CiliumNode keeps what the
  * old table's versions put there, annotated with the old table's name.

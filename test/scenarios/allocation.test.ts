@@ -51,7 +51,7 @@ function mutatingCalls(): number {
 }
 
 describe('allocation gives each node what cilium-operator would', () => {
-  // Expected pools worked out by hand from cilium's formulas (reference §3.2-§3.5):
+  // Expected pools worked out by hand from cilium's formulas (functions/README.md):
   // needed = preAllocate - (available - used), raised to minAllocate - available, capped at
   // maxAllocate (or the instance's maximum); fill existing non-excluded ENIs first, then new ENIs
   // with min(needed + maxAboveWatermark, ipv4 - 1) IPs. Unlike cilium-operator, an eth0 that EC2

@@ -17,8 +17,8 @@ import {
 } from '../support/multi-pool-scenario.ts';
 
 /**
- * An IPv6 node: a cilium 1.20 agent with IPv6 on (the 1.20 "ENI IPAM mode with IPv6", reference
- * cilium-multipool.md §1.2, §6.2) asks for `ipv6-addrs` in `spec.ipam.pools.requested`; the
+ * An IPv6 node: a cilium 1.20 agent with IPv6 on (the 1.20 "ENI IPAM mode with IPv6";
+ * functions/README.md, *Agent protocols*) asks for `ipv6-addrs` in `spec.ipam.pools.requested`; the
  * allocator assigns exactly one /80 on an ENI in a dual-stack subnet, publishes it in
  * `status.eni.enis[*].ipv6-prefixes` once EC2 confirmed it, and never releases it. The cluster
  * runs the CiliumNode CRD of its 1.20 agents (`CRD_OF_MULTI_POOL_CLUSTERS`, which declares

@@ -19,7 +19,7 @@ import {
  * as prefixes, never expanded), and what the CiliumNode would publish (every /28 expanded into its
  * 16 addresses in `status.eni.enis[].addresses` and `spec.ipam.pool`).
  *
- * Expected counts are cilium's (reference §3.2-§3.8): needed = max(pre-allocate - (available -
+ * Expected counts are cilium's (functions/README.md, *Cilium's formulas*): needed = max(pre-allocate - (available -
  * used), min-allocate - available), capped at max-allocate or at the instance's maximum
  * `(ENIs - first-interface-index) × (ipv4PerInterface - 1) × 16`; a /28 is the unit, so a need of n
  * addresses asks for ceil(n / 16) prefixes; a new ENI takes up to `ipv4PerInterface - 1` prefixes

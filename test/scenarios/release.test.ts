@@ -35,8 +35,8 @@ const IN_HANDSHAKE: ReadonlySet<ReleaseStatus> = new Set([
 ]);
 
 /**
- * The agent's side of the CRD protocol, as cilium's `pkg/ipam/crd.go` does it (reference §3.11,
- * §4.2): it hands out pool IPs that are not in the handshake, reports them in `status.ipam.used`,
+ * The agent's side of the CRD protocol, as cilium's https://github.com/cilium/cilium/blob/507103c61f/pkg/ipam/crd.go does it
+ * (functions/README.md, *Agent protocols*): it hands out pool IPs that are not in the handshake, reports them in `status.ipam.used`,
  * and on each refresh answers every `marked-for-release` entry — `ready-for-release` if the IP is in
  * `spec.ipam.pool` and not used locally, `do-not-release` if used locally or not in the pool — and
  * deletes a `released` entry once the IP is out of the pool. Answers it already gave are kept.

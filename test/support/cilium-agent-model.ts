@@ -2,7 +2,7 @@ import type { CiliumNode, JsonPatchOperation } from '../../functions/core/cilium
 
 /**
  * A model of the cilium agent's CRD-backed ENI allocator (agents 1.12 to 1.19, cilium
- * `pkg/ipam/crd.go`, reference §4.2), to prove the CiliumNodes we write are ones a real agent
+ * https://github.com/cilium/cilium/blob/507103c61f/pkg/ipam/crd.go), to prove the CiliumNodes we write are ones a real agent
  * accepts and allocates from:
  * - every update is first checked the way `validateENIConfig` does: each ENI in status needs a
  *   non-empty `vpc.primary-cidr` and no empty `vpc.cidrs` items, and each pool IP's `resource` must
@@ -90,8 +90,8 @@ export interface CrdAgentApi {
 }
 
 /**
- * The 1.19 agent's side of the CRD protocol (cilium `pkg/ipam/crd.go`, reference
- * cilium-eni-ipam.md §3.11, §4.2): it hands out pool IPs not in the handshake (lowest first),
+ * The 1.19 agent's side of the CRD protocol (cilium `pkg/ipam/crd.go`; the handshake in
+ * functions/README.md, *Agent protocols*): it hands out pool IPs not in the handshake (lowest first),
  * reports them in `status.ipam.used`, and on each refresh answers every `marked-for-release` entry
  * (`ready-for-release` when in the pool and unused, else `do-not-release`) and deletes a
  * `released` entry once the IP is out of the pool. Status writes are guarded by resourceVersion.

@@ -9,12 +9,13 @@ import {
 
 /**
  * A model of the cilium 1.20 agent in ENI mode: the multi-pool allocator over the ENI pool
- * accessor (reference cilium-multipool.md §2), to prove that what we publish is what a real 1.20
+ * accessor (https://github.com/cilium/cilium/blob/711821bf3b/pkg/ipam/eni.go, https://github.com/cilium/cilium/blob/711821bf3b/pkg/ipam/multipool_manager.go,
+ * https://github.com/cilium/cilium/blob/711821bf3b/pkg/ipam/pool.go), to prove that what we publish is what a real 1.20
  * agent can start from and allocate from, and to drive demand the way it does. Pure state machine;
  * `MultiPoolAgentDriver` (below) connects it to a CiliumNode store.
  *
- * Modelled, each with its source in the reference:
- * - CIDR derivation from `status.eni.enis` (§2.1): excluded ENIs skipped (`first-interface-index`,
+ * Modelled, each after the cilium function named:
+ * - CIDR derivation from `status.eni.enis` (eni.go `FromResource`): excluded ENIs skipped (`first-interface-index`,
  *   `exclude-interface-tags`), `prefixes` and `ipv6-prefixes` as they are, every address outside
  *   the ENI's prefixes as a /32; an empty ENI map falls back to the agent's own `allocated`;
  * - pool updates (pool.go `updatePool`): unlisted CIDRs without used IPs dropped, unlisted CIDRs
@@ -26,9 +27,9 @@ import {
  * - demand `requested = inUse + pending + P` (P = last positive `spec.ipam.pre-allocate`, else 8),
  *   linear release of free CIDRs from the last one while `totalFree - free(c) >= pending + P`,
  *   `allocated` sorted (shorter prefixes first), `status.ipam.used` cleared on every pass;
- * - the startup waits (§2.4): an allocatable IPv4 (and IPv6 when enabled), the first successful
+ * - the startup waits (multipool_manager.go `newMultiPoolManager`, `waitForAllPools`): an allocatable IPv4 (and IPv6 when enabled), the first successful
  *   write, then a fatal after 5 minutes without a valid `vpc.primary-cidr` on any ENI;
- * - IPv6 (`options.ipv6`, cilium 1.20's "ENI IPAM mode with IPv6", §6.2): a pod (owner) holds one
+ * - IPv6 (`options.ipv6`, cilium 1.20's "ENI IPAM mode with IPv6", https://github.com/cilium/cilium/blob/711821bf3b/Documentation/network/concepts/ipam/eni.rst): a pod (owner) holds one
  *   address per family; `requested` carries `ipv6-addrs = inUse6 + pending6 + P`; the /80s of
  *   `ipv6-prefixes` are the IPv6 pool, of which the agent uses the first 65 536 addresses, and are
  *   never released.
@@ -179,7 +180,7 @@ export class MultiPoolAgentModel {
     this.wroteOnce = true;
   }
 
-  /** Where the agent's startup stands (§2.4); throws once the 5-minute fatal has fired. */
+  /** Where the agent's startup stands (`waitForAllPools`); throws once the 5-minute fatal has fired. */
   startup(nowMs: number): AgentStartup {
     if (this.fatal) throw new Error(this.fatal);
     const allocatable = (family: Family) =>
@@ -259,7 +260,7 @@ export class MultiPoolAgentModel {
   }
 }
 
-/** cilium `FromResource` over the ENI map (§2.1). */
+/** cilium `FromResource` over the ENI map (eni.go). */
 export function derivedCidrs(cn: CiliumNode): string[] {
   const eniSpec = cn.spec?.eni ?? {};
   const firstIndex =

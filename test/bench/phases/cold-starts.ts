@@ -5,7 +5,7 @@ import { type Figure, figure } from '../report.ts';
 import type { Cleanups } from './cleanups.ts';
 import type { BenchSettings } from './settings.ts';
 
-/** Toolchain §6 (measured alone, esbuild ESM, minified): the third-party code each function must bundle. */
+/** Measured alone (esbuild ESM, minified; test/README.md, *Bundle references*): the third-party code each function must bundle. */
 const SDK_BUNDLE_REFERENCE = {
   ec2AndDynamoDb: { bytes: 908_259, importMs: 165 },
   kubernetesClient: { bytes: 1_043_156, importMs: 145 },
@@ -66,7 +66,7 @@ export function bundleFigures(bundle: BundleFigures): Figure[] {
       reference: reference.bytes,
       referenceKind: 'reference',
       unit: 'bytes',
-      note: `what a cold start parses: the synthesized asset's index.mjs and the chunks it imports statically (${bundle.deferred.chunks} more chunks, ${bundle.deferred.bytes} bytes, load on first use). Reference (not a strict floor): toolchain.md §6, the third-party code this function must bundle, measured alone: ${reference.what}.`,
+      note: `what a cold start parses: the synthesized asset's index.mjs and the chunks it imports statically (${bundle.deferred.chunks} more chunks, ${bundle.deferred.bytes} bytes, load on first use). Reference (not a strict floor): test/README.md's bundle references, the third-party code this function must bundle, measured alone: ${reference.what}.`,
     }),
     figure({
       id: `init_ms_${name}`,
@@ -75,7 +75,7 @@ export function bundleFigures(bundle: BundleFigures): Figure[] {
       reference: reference.importMs,
       referenceKind: 'reference',
       unit: 'ms',
-      note: `median of ${bundle.importMs.length} \`await import()\` of index.mjs in a fresh Node ${process.version} process with the function's environment (${bundle.importMs.map((ms) => ms.toFixed(0)).join(', ')} ms). Reference: the same toolchain.md §6 rows (import time measured alone on this kind of machine).`,
+      note: `median of ${bundle.importMs.length} \`await import()\` of index.mjs in a fresh Node ${process.version} process with the function's environment (${bundle.importMs.map((ms) => ms.toFixed(0)).join(', ')} ms). Reference: the same rows of test/README.md's bundle references (import time measured alone on this kind of machine).`,
     }),
     figure({
       id: `deferred_load_ms_${name}`,

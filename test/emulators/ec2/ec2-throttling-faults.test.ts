@@ -63,7 +63,7 @@ async function outcomes(count: number, call: () => Promise<unknown>): Promise<st
   return results;
 }
 
-describe('throttling (AWS token buckets, aws-facts §2)', () => {
+describe('throttling (AWS token buckets, test/README.md)', () => {
   it('AttachNetworkInterface: 50 calls pass, the 51st is RequestLimitExceeded, 1 s refills exactly 5', async () => {
     emulator.setThrottling(true);
     const instance = emulator.state.launchInstance({

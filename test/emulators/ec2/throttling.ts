@@ -1,6 +1,8 @@
 /**
  * EC2's request-rate throttling: one token bucket per API action, per account and Region
- * (aws-facts.md §2, "Limits are applied to individual API actions, not API action categories").
+ * ("Limits are applied to individual API actions, not API action categories":
+ * https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html; the buckets are listed in
+ * test/README.md, *EC2 throttling*).
  * A call takes one token; an empty bucket answers RequestLimitExceeded. Tokens refill
  * continuously and a refill token is usable as soon as it arrives, so after 1 s at 5/s exactly
  * five calls pass. Token arithmetic is done in integer milli-tokens so that holds exactly.

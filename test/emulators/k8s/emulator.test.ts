@@ -441,7 +441,7 @@ describe('CRD schema validation and pruning', () => {
     });
   });
 
-  it('stores the §1.8 example, spec and status, valid under all three CRD generations', async () => {
+  it('stores the minimal CRD-protocol example, spec and status, valid under all three CRD generations', async () => {
     const example = exampleCiliumNode();
     const created = await create(example);
     const written = await replaceStatus({ ...created, status: example.status });

@@ -8,7 +8,8 @@ export const DEFAULT_TOKEN = 'k8s-emulator-token';
 
 /**
  * A kubeconfig for the emulator. @kubernetes/client-node refuses an `http://` server unless the
- * cluster has `insecure-skip-tls-verify: true` (see reference/toolchain.md §5).
+ * cluster has `insecure-skip-tls-verify: true` (every call otherwise throws "HTTP protocol is not
+ * allowed when skipTLSVerify is not set or false").
  */
 export function kubeconfigYaml(url: string, token: string = DEFAULT_TOKEN): string {
   if (!/^http:\/\/127\.\d+\.\d+\.\d+(:\d+)?\/?$/.test(url)) {

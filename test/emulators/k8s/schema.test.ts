@@ -255,7 +255,7 @@ describe('the CiliumNode CRD schemas', () => {
     expect(() => schemaFromCrd(crd)).toThrow('unsupported schema keyword "x-kubernetes-validations"');
   });
 
-  it.each(SCHEMA_VERSIONS)('accepts the §1.8 example under %s', (version) => {
+  it.each(SCHEMA_VERSIONS)('accepts the minimal CRD-protocol example under %s', (version) => {
     const example = exampleCiliumNode();
     const pruned = prune(example, loadCiliumNodeSchema(version));
     expect(validate(example, loadCiliumNodeSchema(version))).toEqual([]);

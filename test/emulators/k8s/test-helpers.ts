@@ -40,8 +40,8 @@ export async function apiError(call: Promise<unknown>): Promise<{ code: number; 
 }
 
 /**
- * The CRD-protocol CiliumNode of reference/cilium-eni-ipam.md §1.8 (the MAC completed; `number`
- * absent because the device index is 0).
+ * A minimal CRD-protocol CiliumNode, consistent with cilium's types (functions/core/ciliumnode.ts):
+ * one ENI at device index 0 (so `number` is absent), its pool IPs in status, one used.
  */
 export function exampleCiliumNode(name = 'ip-10-0-1-10.ec2.internal') {
   return {

@@ -10,7 +10,7 @@ import { isNonMutatingAction } from '../../emulators/ec2/throttling.ts';
 import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.ts';
 
 /**
- * The hand-over from cilium-operator, as the README's runbook does it, on the synthesized stack:
+ * The hand-over from cilium-operator, as the runbook of infra/README.md does it, on the synthesized stack:
  * deployed paused while another allocator (cilium-operator, modelled here) serves every node;
  * the CiliumNodes annotated `ipam.cilium.io/ignore`; unpaused (the only template difference is
  * the functions' PAUSED variable). Every node must end up served by us, and no EC2 call may ever

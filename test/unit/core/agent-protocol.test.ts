@@ -15,7 +15,7 @@ function node(ipam: Record<string, unknown> = {}, used?: Record<string, unknown>
   } as CiliumNode;
 }
 
-describe('poolRequest (cilium TestPoolRequestedIPv4, reference §4.1)', () => {
+describe('poolRequest (cilium TestPoolRequestedIPv4, operator/pkg/ipam/nodemanager/node_test.go)', () => {
   it.each([
     {
       case: 'default ipv4 24',

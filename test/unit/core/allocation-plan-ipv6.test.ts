@@ -10,7 +10,7 @@ import type { EniState, InstanceLimits } from '../../../functions/core/model.ts'
 import { eni, INSTANCE_ID, instance, knobs, M5_LARGE, NODE_SUBNET, subnet } from './fixtures.ts';
 
 /**
- * The /80 a 1.20 agent with IPv6 asks for (reference cilium-multipool.md §1.2, §6.2): cilium's
+ * The /80 a 1.20 agent with IPv6 asks for (functions/README.md, *Agent protocols*): cilium's
  * `neededPrefixes6` (one /80 when `requested.ipv6-addrs > 0` and no ENI the agent derives from holds
  * one, never more), and where the planner puts it: on the ENI chosen for IPv4, on a new ENI, or
  * alone; never at the expense of IPv4, and never silently when no dual-stack subnet can take it.

@@ -728,7 +728,7 @@ describe('planAllocation determinism', () => {
 describe('computePoolDemand', () => {
   it.each([
     {
-      case: '§3.2 example: 18 available, 10 used, pre 2, min 10, maw 3 releases 5',
+      case: 'cilium ENI test example: 18 available, 10 used, pre 2, min 10, maw 3 releases 5',
       snapshot: snapshotOf(M5_LARGE, {
         knobs: knobs({ firstInterfaceIndex: 1, preAllocate: 2, minAllocate: 10, maxAboveWatermark: 3 }),
         enis: [eth0, ...fullEnis(M5_LARGE, 1, 2)],

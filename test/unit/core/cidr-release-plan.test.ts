@@ -16,8 +16,8 @@ import type { CidrRelease, EniState } from '../../../functions/core/model.ts';
 import { eni, ipOn, knobs } from './fixtures.ts';
 
 /**
- * The multi-pool release planner against cilium's operator-side cases (reference
- * cilium-multipool.md §4.1 `TestTrackMultiPoolAllocatedLocked`, `TestHandleMultiPoolCIDRRelease`,
+ * The multi-pool release planner against cilium's operator-side cases
+ * (https://github.com/cilium/cilium/blob/711821bf3b/operator/pkg/ipam/nodemanager/node_test.go `TestTrackMultiPoolAllocatedLocked`, `TestHandleMultiPoolCIDRRelease`,
  * `PrepareCIDRRelease`), adapted to the durable, withdraw-first release: "marked" is an entry,
  * "released" is an unassignment once the status no longer lists the CIDR.
  */

@@ -160,9 +160,9 @@ describe('calculateExcessIps', () => {
     },
     { case: 'cilium: 8 over pre-allocate', available: 20, used: 4, pre: 8, min: 0, maw: 0, excess: 8 },
     { case: 'cilium: watermark absorbs 8', available: 20, used: 4, pre: 8, min: 0, maw: 8, excess: 0 },
-    // Reference §3.2: the `used + preAllocate <= upper bound` branch (ba8f5c897f, #27970).
+    // functions/README.md, Cilium's formulas: the `used + preAllocate <= upper bound` branch (ba8f5c897f, #27970).
     {
-      case: '§3.2 ENI example releases 5 (was 3 before #27970)',
+      case: 'cilium ENI test example releases 5 (was 3 before #27970)',
       available: 18,
       used: 10,
       pre: 2,

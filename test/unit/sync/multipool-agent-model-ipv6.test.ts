@@ -3,7 +3,7 @@ import type { CiliumEni, CiliumNode } from '../../../functions/core/ciliumnode.t
 import { derivedCidrs, MultiPoolAgentModel } from '../../support/cilium-multipool-agent-model.ts';
 
 /**
- * The 1.20 agent model with IPv6 on (reference cilium-multipool.md §2.1, §2.2, §2.4, §6.2): what
+ * The 1.20 agent model with IPv6 on (test/support/cilium-multipool-agent-model.ts): what
  * the scenarios rely on when they say "its pods get IPv6". The /80 below is written the way RFC
  * 5952 compresses it (`2600::1234:0:0:0`), so addresses are computed, not pasted onto the text.
  */
