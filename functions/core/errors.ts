@@ -1,7 +1,9 @@
 import type { NodeRecord } from './model.ts';
 
 /**
- * The project's error classes, in one place. Each keeps the underlying error as `cause`. Handlers
+ * The error classes the layers share (a few more live beside the code that throws them:
+ * `Ec2Failure` in ec2-failure.ts, the CiliumNode conflicts in ciliumnode.ts, the unreadable records,
+ * the sync's and the allocation steps'). Each keeps the underlying error as `cause`. Handlers
  * decide who retries from the class: `InvalidInputError` is logged and dropped (retrying cannot fix
  * bad input); everything else is rethrown so the platform retries.
  */
