@@ -30,6 +30,8 @@ export const README_FIGURE_IDS: readonly string[] = [
   'demand_to_pool_watcher_p50',
   'demand_to_pool_watcher_p99',
   'demand_to_pool_sweep_alone_p99',
+  'recovery_after_kill_p50',
+  'recovery_after_kill_max',
   'init_ms_vs_naive_Allocate',
   'init_ms_vs_naive_Sync',
   'sweep_cost_lambda_ms_5000',
