@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { App, Validations } from 'aws-cdk-lib';
-import { AwsSolutionsChecks } from 'cdk-nag';
+import { AwsSolutionsChecks, ServerlessChecks } from 'cdk-nag';
 import { readStackConfig } from './config.ts';
 import { EniIpamStack } from './stack.ts';
 
@@ -22,7 +22,7 @@ export function cdkJsonContext(): Record<string, unknown> {
 }
 
 /**
- * The CDK app: the stack from validated context, with cdk-nag's AWS Solutions checks, so
+ * The CDK app: the stack from validated context, with cdk-nag's AWS Solutions and Serverless checks, so
  * an unacknowledged finding fails synthesis.
  */
 export function buildApp(app: App = new App()): { app: App; stack: EniIpamStack } {
@@ -37,6 +37,9 @@ export function buildApp(app: App = new App()): { app: App; stack: EniIpamStack 
     },
     description: `serverless-eni-ipam: Cilium ENI IPAM for EKS cluster ${config.clusterName}`,
   });
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
+  Validations.of(app).addPlugins(
+    new AwsSolutionsChecks(app, { verbose: true }),
+    new ServerlessChecks(app, { verbose: true }),
+  );
   return { app, stack };
 }

@@ -70,5 +70,10 @@ export class IpamFunction extends Construct {
         POWERTOOLS_METRICS_NAMESPACE: props.metricsNamespace,
       },
     });
+    Validations.of(this.function).acknowledge({
+      id: 'Serverless-LambdaTracing',
+      reason:
+        'No X-Ray: the code is not instrumented (a trace would hold only the Lambda service segment); what an operator follows is the EMF metrics, alarms and dashboard and the structured logs, and tracing would add X-Ray write rights on Resource * to every role, the watcher included',
+    });
   }
 }

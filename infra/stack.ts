@@ -144,6 +144,7 @@ export class EniIpamStack extends Stack {
       values,
       allocateFunction: this.allocateFunction.function,
       metricsNamespace,
+      deadLetterQueue: this.deadLetterQueue('WatchScheduleDeadLetters'),
     }).watchFunction;
 
     for (const allocator of [this.allocateFunction, this.sweepFunction, this.garbageCollectionFunction]) {
@@ -226,6 +227,11 @@ export class EniIpamStack extends Stack {
       id: 'AwsSolutions-SQS3',
       reason:
         'This queue IS a dead-letter queue (for EventBridge targets or the stream mapping on-failure destination)',
+    });
+    Validations.of(queue).acknowledge({
+      id: 'Serverless-SQSRedrivePolicy',
+      reason:
+        'This queue IS the end of the line: nothing consumes it (a person reads it after its NotEmpty alarm), and a redrive policy only moves messages a consumer received too often',
     });
     this.deadLetterQueues.push(queue);
     return queue;
@@ -319,6 +325,11 @@ export class EniIpamStack extends Stack {
         onFailure: new lambdaDestinations.SqsDestination(queue),
         retryAttempts: 2,
         maxEventAge: Duration.hours(6),
+      });
+      Validations.of(ipamFunction.function).acknowledge({
+        id: 'Serverless-LambdaDLQ',
+        reason:
+          "Failed asynchronous invocations go to the on-failure destination just configured (an SQS queue of the function's own, alarmed), Lambda's successor to DeadLetterConfig; a dead-letter queue as well would park each failure twice",
       });
     }
   }

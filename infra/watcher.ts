@@ -4,6 +4,7 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { WATCH_STATE_KEY } from '../functions/aws/watch-lease.ts';
 import { environmentFor, type VariableName } from '../functions/core/function-configuration.ts';
@@ -22,6 +23,8 @@ export interface CiliumNodeWatcherProps {
   /** Serves the nodes the watcher names (`{"task":"serve-nodes",...}`): the only function it invokes. */
   readonly allocateFunction: lambda.IFunction;
   readonly metricsNamespace: string;
+  /** Where EventBridge parks a tick it could not deliver (alarmed by the stack). */
+  readonly deadLetterQueue: sqs.IQueue;
 }
 
 export interface CiliumNodeWatcher {
@@ -81,10 +84,12 @@ export function addCiliumNodeWatcher(scope: Construct, props: CiliumNodeWatcherP
     description:
       'Re-arms the CiliumNode watcher: a tick finds the lease held, stands by for its end, or takes it',
     schedule: events.Schedule.rate(Duration.minutes(1)),
-    // No retries: the next tick comes within the minute.
+    // No retries: the next tick comes within the minute. A tick that could not be delivered is
+    // parked (and alarmed): the watcher is not being re-armed.
     targets: [
       new targets.LambdaFunction(watchFunction.function, {
         event: events.RuleTargetInput.fromObject({ task: 'watch' }),
+        deadLetterQueue: props.deadLetterQueue,
         retryAttempts: 0,
         maxEventAge: Duration.minutes(1),
       }),

@@ -1,7 +1,10 @@
-import { App, Stack, Validations } from 'aws-cdk-lib';
+import { App, Duration, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import { AwsSolutionsChecks } from 'cdk-nag';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { AwsSolutionsChecks, ServerlessChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { nodeTableSchema } from '../../functions/aws/node-table-schema.ts';
 import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
@@ -266,5 +269,25 @@ describe('cdk-nag', () => {
     role.addToPolicy(new iam.PolicyStatement({ actions: ['ec2:*'], resources: ['*'] }));
     Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
     expect(() => app.synth()).toThrow();
+  });
+
+  it('fails synthesis on an unacknowledged Serverless finding: a schedule target without a dead-letter queue', () => {
+    const careless = (withDeadLetters: boolean) => {
+      const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+      const stack = new Stack(app, 'Careless');
+      const queue = new sqs.Queue(stack, 'Parked', { enforceSSL: true });
+      Validations.of(queue).acknowledge({
+        id: 'Serverless-SQSRedrivePolicy',
+        reason: 'the test’s own queue',
+      });
+      new events.Rule(stack, 'Tick', {
+        schedule: events.Schedule.rate(Duration.minutes(1)),
+        targets: [new targets.SqsQueue(queue, withDeadLetters ? { deadLetterQueue: queue } : {})],
+      });
+      Validations.of(app).addPlugins(new ServerlessChecks(app));
+      return () => app.synth();
+    };
+    expect(careless(false)).toThrow();
+    expect(careless(true)).not.toThrow();
   });
 });
