@@ -185,7 +185,8 @@ function startMultiPoolPods(agent: LocalMultiPoolAgent, nodeName: string, count:
   agent.pass();
 }
 
-function percentile(sorted: readonly number[], fraction: number): number | undefined {
+/** The value at `fraction` (0..1] of an ascending list, nearest rank; undefined when it is empty. */
+export function percentile(sorted: readonly number[], fraction: number): number | undefined {
   if (sorted.length === 0) return undefined;
   return sorted[Math.min(sorted.length - 1, Math.ceil(fraction * sorted.length) - 1)];
 }

@@ -7,7 +7,11 @@ import type {
 } from '../../functions/core/ports.ts';
 import type { AllocationDependencies } from '../../functions/services/allocate-node.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
-import { watchCiliumNodes } from '../../functions/services/watch-ciliumnodes.ts';
+import {
+  type WatchDependencies,
+  type WatchSummary,
+  watchCiliumNodes,
+} from '../../functions/services/watch-ciliumnodes.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
 import { startWatchHarness, type WatchHarness } from '../support/watch-harness.ts';
@@ -116,6 +120,22 @@ function ipsInEc2(instance: InstanceRecord): number {
     .reduce((sum, eni) => sum + eni.secondaryPrivateIpAddresses.length, 0);
 }
 
+/**
+ * Watches for 3 s with `overrides`; once the watch is open, 5 pods start on each of `nodes`; waits
+ * until `servedNode`'s pool grew to 13, then answers the watcher's summary.
+ */
+async function watchWhilePodsStart(
+  overrides: Partial<WatchDependencies>,
+  nodes: readonly InstanceRecord[],
+  servedNode: InstanceRecord,
+): Promise<WatchSummary> {
+  const watching = watchFor(3_000, overrides);
+  await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
+  for (const node of nodes) startPods(node, 5);
+  await vi.waitFor(() => expect(poolSize(servedNode)).toBe(13), { timeout: 5_000 });
+  return watching;
+}
+
 describe('the CiliumNode watcher', () => {
   it("serves a node's demand with no sweep running, once, and hands the lease back with its resume point", async () => {
     const instance = await readyNode();
@@ -221,11 +241,11 @@ describe('the CiliumNode watcher', () => {
         return inner.service.serve(triggers);
       },
     };
-    const watching = watchFor(3_000, { nodes: failingOnce, watch: { ...WATCH, nodeLeaseMs: 200 } });
-    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
-    startPods(instance, 5);
-    await vi.waitFor(() => expect(poolSize(instance)).toBe(13), { timeout: 5_000 });
-    const summary = await watching;
+    const summary = await watchWhilePodsStart(
+      { nodes: failingOnce, watch: { ...WATCH, nodeLeaseMs: 200 } },
+      [instance],
+      instance,
+    );
 
     // The second hand-over is the ask again.
     expect(summary.served).toMatchObject({ allocate: 2, failed: 1, askedAgain: 1 });
@@ -251,12 +271,7 @@ describe('the CiliumNode watcher', () => {
         return { failures: [], held: first.map(({ instanceId }) => ({ instanceId, leaseExpiresAtEpochMs })) };
       },
     };
-    const watching = watchFor(3_000, { nodes: holding });
-    await vi.waitFor(() => expect(harness.k8s.emulator!.openWatches()).toBe(1));
-    startPods(held, 5);
-    startPods(servedByHolder, 5);
-    await vi.waitFor(() => expect(poolSize(held)).toBe(13), { timeout: 5_000 });
-    const summary = await watching;
+    const summary = await watchWhilePodsStart({ nodes: holding }, [held, servedByHolder], held);
 
     // Two hand-overs, and one ask again (for `held` only: `servedByHolder` no longer asks).
     expect(summary.served).toMatchObject({ allocate: 3, failed: 0, askedAgain: 1 });

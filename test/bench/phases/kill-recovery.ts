@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CONFIGURATION_VARIABLES } from '../../../functions/core/function-configuration.ts';
 import { k8sEmulatorOf } from '../../local-cloud/local-cloud.ts';
 import {
@@ -7,6 +8,7 @@ import {
   poolUsable,
   startPods,
 } from '../../support/allocation-kill.ts';
+import { percentile } from '../demand.ts';
 import { type Figure, figure } from '../report.ts';
 import type { BenchCloud } from './bench-cloud.ts';
 import type { LaunchBurst } from './launch-burst.ts';
@@ -79,8 +81,6 @@ async function recoverySeconds(
   return (Date.now() - killAtMs) / 1000;
 }
 
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
-
 /**
  * One row per kill point and the distribution over them (p50, max), in real seconds, beside the
  * node lease: the earliest moment the watcher may ask again for a node whose holder died.
@@ -103,7 +103,7 @@ export function killRecoveryFigures({ leaseSeconds, byPoint }: KillRecovery): Fi
     }),
   );
   for (const [statistic, value] of [
-    ['p50', seconds[Math.floor((seconds.length - 1) / 2)]],
+    ['p50', percentile(seconds, 0.5)],
     ['max', seconds.at(-1)],
   ] as const) {
     rows.push(
