@@ -29,7 +29,8 @@ export interface NodeRecordStore {
 }
 
 /**
- * EC2, in domain terms. Implemented over @aws-sdk/client-ec2 by `functions/aws/ec2-network.ts`.
+ * EC2, in domain terms. Implemented over @aws-sdk/client-ec2 by `functions/aws/ec2-network.ts`, one
+ * module per EC2 resource under `functions/aws/ec2/`.
  * Every describe is filtered (never an unfiltered DescribeInstances/DescribeNetworkInterfaces,
  * which draw on EC2's smaller 50/10 token bucket). The adapter keeps, in one layer behind this port:
  *
