@@ -317,7 +317,7 @@ function keyCombinationProblems(config: StackConfig): string[] {
 }
 
 /** The first cilium version whose operator honours `ipam.cilium.io/ignore` (commit fd768ac40d, 1.18.0). */
-export const MINIMUM_CILIUM_VERSION = '1.18';
+const MINIMUM_CILIUM_VERSION = '1.18';
 
 function isOlderThan(version: string, minimum: string): boolean {
   const parse = (text: string) => text.split('.').map(Number) as [number, number];
@@ -328,7 +328,7 @@ function isOlderThan(version: string, minimum: string): boolean {
 }
 
 /** `https://<id>.<x>.<region>.eks.amazonaws.com` names its region; anything else names none. */
-export function regionOfEksEndpoint(endpoint: string): string | undefined {
+function regionOfEksEndpoint(endpoint: string): string | undefined {
   return /^https:\/\/[^/]+\.([a-z]{2}(?:-[a-z]+)+-\d)\.eks\.amazonaws\.com(?:\.cn)?\/?$/.exec(endpoint)?.[1];
 }
 

@@ -6,7 +6,7 @@ import { Annotations, CfnParameter, CfnRule, Fn, type Stack } from 'aws-cdk-lib'
  * fail before CloudFormation creates anything: with them, access entries name a cluster that is not
  * there (or worse, one that is), and IAM pins ENIs to a VPC that does not exist.
  */
-export const PLACEHOLDERS = {
+const PLACEHOLDERS = {
   'eni-ipam:vpcId': {
     value: 'vpc-0123456789abcdef0',
     query: 'cluster.resourcesVpcConfig.vpcId',

@@ -19,7 +19,7 @@ export interface EniPermissionScope {
 }
 
 /** Describe calls cannot be scoped to resources in IAM: they need `Resource: *`. */
-export const EC2_DESCRIBE_ACTIONS = [
+const EC2_DESCRIBE_ACTIONS = [
   'ec2:DescribeInstances',
   'ec2:DescribeInstanceTypes',
   'ec2:DescribeNetworkInterfaces',

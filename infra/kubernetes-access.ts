@@ -10,7 +10,7 @@
  * that needs more gets a rule here, never an edit of the YAML.
  */
 
-export interface RbacRule {
+interface RbacRule {
   readonly apiGroups: readonly string[];
   readonly resources: readonly string[];
   readonly verbs: readonly string[];

@@ -10,7 +10,7 @@ import { join } from 'node:path';
  * line), or else the only local cloud running; files of processes that ended are skipped.
  */
 
-export const LOCAL_CLOUDS_DIRECTORY = join(tmpdir(), 'serverless-eni-ipam-local-clouds');
+const LOCAL_CLOUDS_DIRECTORY = join(tmpdir(), 'serverless-eni-ipam-local-clouds');
 
 /** The variable naming the state file of the local cloud a `--local` command means. */
 export const LOCAL_CLOUD_VARIABLE = 'ENI_IPAM_LOCAL_CLOUD';

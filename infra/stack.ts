@@ -29,7 +29,7 @@ export interface EniIpamStackProps extends StackProps {
 }
 
 /** The EC2 instance states the allocating function acts on. */
-export const ACTED_ON_INSTANCE_STATES = ['running', 'shutting-down', 'terminated'] as const;
+const ACTED_ON_INSTANCE_STATES = ['running', 'shutting-down', 'terminated'] as const;
 
 /**
  * Everything serverless-eni-ipam installs, in one stack: the node table; the allocate function (EC2

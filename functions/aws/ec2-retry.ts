@@ -81,7 +81,7 @@ export function resolveEc2RetryOptions(options: Partial<Ec2RetryOptions>): Ec2Re
 
 export type Sleep = (delayMs: number) => Promise<void>;
 
-export const sleepWithTimer: Sleep = (delayMs) => new Promise((resolve) => setTimeout(resolve, delayMs));
+const sleepWithTimer: Sleep = (delayMs) => new Promise((resolve) => setTimeout(resolve, delayMs));
 
 /** How the adapter retries a `*.NotFound` on a resource the caller just created. */
 export interface RetryWhileNotFoundOptions {
@@ -98,7 +98,7 @@ export interface RetryWhileNotFoundOptions {
  * to a few minutes"; a Lambda cannot wait minutes, and a resource still missing after that is left
  * to the next invocation, which re-reads EC2.
  */
-export const DEFAULT_NOT_FOUND_RETRY = { attempts: 6, delayMs: 250, maxDelayMs: 4_000 } as const;
+const DEFAULT_NOT_FOUND_RETRY = { attempts: 6, delayMs: 250, maxDelayMs: 4_000 } as const;
 
 /**
  * Calls `operation` until it does not fail with a `*.NotFound`, for at most `attempts` calls with

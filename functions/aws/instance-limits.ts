@@ -113,7 +113,7 @@ export class InstanceLimitsCatalog {
 }
 
 /** Whether a type is bare metal, from its name, as the static table cannot say (`*.metal`, `*.metal-48xl`). */
-export function isBareMetalTypeName(instanceType: string): boolean {
+function isBareMetalTypeName(instanceType: string): boolean {
   return instanceType.includes('metal');
 }
 

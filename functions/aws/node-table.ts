@@ -24,7 +24,7 @@ const SCHEMA_VERSION = nodeTableSchema.schemaVersionAttribute;
 const RECORD_SCHEMA_VERSION = nodeTableSchema.recordSchemaVersion;
 
 /** The lowest record layout that holds `record` (see `nodeTableSchema.schemaVersionAttribute`). */
-export function recordSchemaVersionOf(record: NodeRecord): number {
+function recordSchemaVersionOf(record: NodeRecord): number {
   return record.enis.some((eni) => (eni.ipv6Prefixes ?? []).length > 0) ? 2 : 1;
 }
 

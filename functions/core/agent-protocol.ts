@@ -16,7 +16,7 @@ import { usedIps } from './knobs.ts';
 export type AgentProtocol = 'crd' | 'multi-pool';
 
 /** cilium's pool name for ENI mode (`ipamOption.PoolDefault`). */
-export const DEFAULT_POOL_NAME = 'default';
+const DEFAULT_POOL_NAME = 'default';
 
 /** cilium `defaults.IPAMPreAllocation`, the agent's pre-allocation when `spec.ipam.pre-allocate` is 0. */
 const AGENT_DEFAULT_PRE_ALLOCATE = 8;
@@ -54,7 +54,7 @@ export function agentProtocolOf(cn: CiliumNode | undefined): AgentProtocol {
  * `spec.ipam.pre-allocate` when positive, else 8. Not the allocator's resolved watermark: the
  * agent never sees the stack default, so `used` must be computed with the agent's own value.
  */
-export function agentPreAllocate(cn: CiliumNode | undefined): number {
+function agentPreAllocate(cn: CiliumNode | undefined): number {
   const value = asRecord(cn?.spec?.ipam)['pre-allocate'];
   return typeof value === 'number' && Number.isInteger(value) && value > 0
     ? value

@@ -153,7 +153,7 @@ export function computePoolDemand(snapshot: DemandInputs): PoolDemand {
 }
 
 /** Why nothing is to be allocated. */
-export type NoAllocationReason =
+type NoAllocationReason =
   /** `neededIps` is 0: the pool meets pre-allocate and min-allocate. */
   | 'pool-satisfied'
   /** Addresses are wanted but `spec.ipam.max-allocate` caps the pool where it is. */
@@ -164,7 +164,7 @@ export type NoAllocationReason =
   | 'instance-not-running';
 
 /** Why the planner cannot act; surfaced as the node's `operator-status.error`. */
-export type AllocationBlockedCode =
+type AllocationBlockedCode =
   | 'UnknownInstanceLimits'
   | 'NoInterfacesObserved'
   | 'NoSuitableSubnet'
@@ -182,7 +182,7 @@ export type AllocationBlockedCode =
   | 'SubnetIdsUnusable';
 
 /** How many addresses to ask EC2 for: plain secondary IPs, or /28 prefixes; never both. */
-export type AddressRequest =
+type AddressRequest =
   | { readonly ipCount: number; readonly prefixCount?: never }
   | { readonly prefixCount: number; readonly ipCount?: never };
 
@@ -191,7 +191,7 @@ export type AddressRequest =
  * invocation, so plain secondary IPs are asked for instead (cilium PRs #20822, #31016). Absent on
  * every other plan.
  */
-export interface PrefixFallbackMark {
+interface PrefixFallbackMark {
   readonly prefixFallback?: true;
 }
 
@@ -200,7 +200,7 @@ export interface PrefixFallbackMark {
  * AssignIpv6Addresses or CreateNetworkInterface with `Ipv6PrefixCount=1`). Absent: none. A plan
  * for the /80 alone asks for `ipCount: 0`.
  */
-export interface Ipv6PrefixRequest {
+interface Ipv6PrefixRequest {
   readonly ipv6PrefixCount?: 1;
 }
 

@@ -79,7 +79,7 @@ export interface AllocationObservation {
  * the end of the invocation: subnets get addresses back, defragment and gain IPv6 blocks, so the
  * next invocation asks again.
  */
-export interface Refusals {
+interface Refusals {
   readonly failedSubnetIds: readonly string[];
   readonly prefixRefusedSubnetIds: readonly string[];
   readonly ipv6RefusedSubnetIds: readonly string[];

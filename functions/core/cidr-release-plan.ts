@@ -59,7 +59,7 @@ export interface CidrReleaseInputs {
   readonly nowEpochMs: number;
 }
 
-export type CidrReleaseChangeReason =
+type CidrReleaseChangeReason =
   | 'not-allocated'
   | 'delay-elapsed'
   | 'reallocated'
@@ -69,7 +69,7 @@ export type CidrReleaseChangeReason =
   | 'not-multi-pool'
   | 'release-disabled';
 
-export interface CidrReleaseChange {
+interface CidrReleaseChange {
   readonly cidr: string;
   readonly to: CidrRelease['state'] | 'dropped';
   readonly reason: CidrReleaseChangeReason;
@@ -267,7 +267,7 @@ export function cidrsOf(unassignment: CidrUnassignment): string[] {
  * it withdrawing. An entry an earlier release wrote without it asks for `recordVersion`, the
  * version read: the entry is withdrawing there, and in every later version while it stays so.
  */
-export function withdrawnVersionOf(entry: CidrRelease, recordVersion: number): number {
+function withdrawnVersionOf(entry: CidrRelease, recordVersion: number): number {
   return entry.withdrawnInVersion ?? recordVersion;
 }
 

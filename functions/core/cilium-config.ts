@@ -33,7 +33,7 @@ export type CiliumConfigData = Readonly<Record<string, string>>;
 type KnobKind = 'count' | 'boolean' | 'list' | 'map';
 
 /** cilium-config key → the NodeKnobs field the agent registers it as (`spec.ipam.*`, `spec.eni.*`). */
-export const CILIUM_CONFIG_NODE_KEYS = [
+const CILIUM_CONFIG_NODE_KEYS = [
   { key: 'ipam-pre-allocate', field: 'preAllocate', kind: 'count', spec: 'spec.ipam.pre-allocate' },
   { key: 'ipam-min-allocate', field: 'minAllocate', kind: 'count', spec: 'spec.ipam.min-allocate' },
   { key: 'ipam-max-allocate', field: 'maxAllocate', kind: 'count', spec: 'spec.ipam.max-allocate' },
@@ -84,7 +84,7 @@ export const CILIUM_CONFIG_NODE_KEYS = [
 }[];
 
 /** The first cilium release whose agent reads the node-level keys (1.18 reads only its CNI configuration). */
-export const FIRST_CILIUM_WITH_NODE_KEYS = '1.19';
+const FIRST_CILIUM_WITH_NODE_KEYS = '1.19';
 
 /**
  * Whether the cluster's agents read the node-level keys: from 1.19 on. `undefined` or anything

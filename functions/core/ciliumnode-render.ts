@@ -40,7 +40,7 @@ export function eniAddresses(eni: EniState, usePrimaryAddress: boolean): string[
 }
 
 /** The `status.eni.enis` entry for one ENI. */
-export function renderEni(eni: EniState, vpc: VpcView, usePrimaryAddress: boolean): CiliumEni {
+function renderEni(eni: EniState, vpc: VpcView, usePrimaryAddress: boolean): CiliumEni {
   const rendered: CiliumEni = { id: eni.id, ip: eni.primaryIp, mac: eni.mac };
   if (eni.description !== '') rendered.description = eni.description;
   if (eni.deviceIndex !== 0) rendered.number = eni.deviceIndex;
@@ -85,7 +85,7 @@ export function desiredStatusEnis(
  * The ENI without the withheld CIDRs (`/32`s and `/28`s on their way out of a multi-pool node,
  * `withheldCidrs`): they are still on EC2, but the agent must not derive them any more.
  */
-export function eniWithout(eni: EniState, withheld: ReadonlySet<string>): EniState {
+function eniWithout(eni: EniState, withheld: ReadonlySet<string>): EniState {
   if (withheld.size === 0) return eni;
   return {
     ...eni,

@@ -34,7 +34,7 @@ export const CILIUM_NODE_PLURAL = 'ciliumnodes';
 export const CILIUM_NODE_KIND = 'CiliumNode';
 
 /** One entry of `spec.ipam.pool` or `status.ipam.used` (cilium `ipamTypes.AllocationIP`). */
-export interface AllocationIp {
+interface AllocationIp {
   /** Empty in the pool; the pod (or `router`, `health`) once the agent uses the IP. */
   owner?: string;
   /** In ENI mode: the id of the ENI the IP belongs to. */
@@ -48,13 +48,13 @@ export type AllocationMap = Record<string, AllocationIp>;
 export type ReleaseStatus = 'marked-for-release' | 'ready-for-release' | 'do-not-release' | 'released';
 
 /** `status.eni.enis[id].subnet` (cilium `AwsSubnet`). */
-export interface CiliumEniSubnet {
+interface CiliumEniSubnet {
   id?: string;
   cidr?: string;
 }
 
 /** `status.eni.enis[id].vpc` (cilium `AwsVPC`): `cidrs` holds secondary CIDRs only. */
-export interface CiliumEniVpc {
+interface CiliumEniVpc {
   id?: string;
   'primary-cidr'?: string;
   cidrs?: string[];
@@ -105,7 +105,7 @@ export interface CiliumEniSpec {
 }
 
 /** `spec.ipam` (cilium `IPAMSpec`): we write `pool` only; the agent owns the rest. */
-export interface CiliumIpamSpec {
+interface CiliumIpamSpec {
   pool?: AllocationMap;
   'pre-allocate'?: number;
   'min-allocate'?: number;
@@ -114,7 +114,7 @@ export interface CiliumIpamSpec {
   [field: string]: unknown;
 }
 
-export interface CiliumNodeSpec {
+interface CiliumNodeSpec {
   'instance-id'?: string;
   eni?: CiliumEniSpec;
   ipam?: CiliumIpamSpec;
@@ -122,20 +122,20 @@ export interface CiliumNodeSpec {
 }
 
 /** `status.ipam` (cilium `IPAMStatus`): the agent owns `used` and answers in `release-ips`. */
-export interface CiliumIpamStatus {
+interface CiliumIpamStatus {
   used?: AllocationMap;
   'release-ips'?: Record<string, ReleaseStatus>;
   'operator-status'?: { error?: string };
   [field: string]: unknown;
 }
 
-export interface CiliumNodeStatus {
+interface CiliumNodeStatus {
   eni?: { enis?: Record<string, CiliumEni> };
   ipam?: CiliumIpamStatus;
   [field: string]: unknown;
 }
 
-export interface CiliumNodeMetadata {
+interface CiliumNodeMetadata {
   name: string;
   resourceVersion?: string;
   uid?: string;

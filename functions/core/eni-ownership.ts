@@ -74,8 +74,3 @@ export function validateExtraTags(tags: Tags): string[] {
 export function isOurs(tags: Tags, clusterName: string): boolean {
   return tags[ENI_TAG_KEYS.owner] === OWNER_TAG_VALUE && tags[ENI_TAG_KEYS.clusterName] === clusterName;
 }
-
-/** The instance an ENI of ours was created for, from its tags; undefined for ENIs without the tag. */
-export function instanceIdOf(tags: Tags): string | undefined {
-  return tags[ENI_TAG_KEYS.instanceId];
-}

@@ -93,11 +93,6 @@ export function orderEnisToFill(inputs: FillOrderInputs): EniFillCandidate[] {
   );
 }
 
-/** The ENI to fill first (`orderEnisToFill`'s head), or `undefined` when none can take addresses. */
-export function chooseEniToFill(inputs: FillOrderInputs): EniFillCandidate | undefined {
-  return orderEnisToFill(inputs)[0];
-}
-
 /**
  * True when some non-excluded ENI still has room, whatever its subnet's state: distinguishes
  * "instance full" from "ENIs have room but their subnets are exhausted".

@@ -9,10 +9,10 @@ import { type Decoded, decodeWith, instanceIdSchema } from './input-schema.ts';
 
 export const EC2_STATE_CHANGE_DETAIL_TYPE = 'EC2 Instance State-change Notification';
 export const EC2_SPOT_INTERRUPTION_DETAIL_TYPE = 'EC2 Spot Instance Interruption Warning';
-export const SCHEDULED_EVENT_DETAIL_TYPE = 'Scheduled Event';
+const SCHEDULED_EVENT_DETAIL_TYPE = 'Scheduled Event';
 
 const INSTANCE_STATES = ['pending', 'running', 'stopping', 'stopped', 'shutting-down', 'terminated'] as const;
-export type InstanceStateName = (typeof INSTANCE_STATES)[number];
+type InstanceStateName = (typeof INSTANCE_STATES)[number];
 
 /** Spot actions are `terminate`, `stop` and `hibernate`; a longer text is not one EC2 sends. */
 const MAX_SPOT_ACTION_CHARS = 32;

@@ -17,7 +17,7 @@ const MAX_ISSUES_NAMED = 3;
 const PREVIEW_CHARS = 80;
 
 /** EC2 instance ids: `i-` and 8 (older instances) or 17 hexadecimal digits. */
-export const INSTANCE_ID_PATTERN = /^i-[0-9a-f]{8,17}$/;
+const INSTANCE_ID_PATTERN = /^i-[0-9a-f]{8,17}$/;
 
 export const instanceIdSchema = z
   .string()

@@ -40,7 +40,7 @@ export function mergeObservedEnis(
   return sortByDeviceIndex([...merged.values()]);
 }
 
-export function sortByDeviceIndex(enis: readonly EniState[]): EniState[] {
+function sortByDeviceIndex(enis: readonly EniState[]): EniState[] {
   return [...enis].sort(
     (left, right) => left.deviceIndex - right.deviceIndex || left.id.localeCompare(right.id),
   );

@@ -173,25 +173,6 @@ export function poolAddressesOfEni(eni: EniState, usePrimaryAddress: boolean): s
   return sortIpv4(addresses);
 }
 
-/** One pool entry: an address and the ENI that holds it (`spec.ipam.pool[ip].resource`). */
-export interface PoolAddress {
-  readonly ip: string;
-  readonly eniId: string;
-}
-
-/**
- * Every address of the pool: those of non-excluded ENIs (cilium `ResyncInterfacesAndIPs`),
- * ENIs in the given order, addresses numerically within each.
- */
-export function poolAddresses(
-  enis: readonly EniState[],
-  knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags' | 'usePrimaryAddress'>,
-): PoolAddress[] {
-  return enis
-    .filter((eni) => !isExcluded(eni, knobs))
-    .flatMap((eni) => poolAddressesOfEni(eni, knobs.usePrimaryAddress).map((ip) => ({ ip, eniId: eni.id })));
-}
-
 /**
  * The size of the pool without listing it: over non-excluded ENIs, secondary IPs + 16 per /28
  * prefix + 1 per ENI primary when `usePrimaryAddress` (cilium `available = |pool|`).

@@ -283,7 +283,7 @@ export interface NodeServicePort {
   serve(triggers: readonly WatchTrigger[]): Promise<NodeServiceResult>;
 }
 
-export interface NodeServiceFailure {
+interface NodeServiceFailure {
   readonly instanceId: string;
   readonly error: string;
 }

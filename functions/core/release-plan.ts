@@ -50,9 +50,9 @@ export interface ReleaseInputs {
 }
 
 /** Where an IP stands: not marked, marked but inside the delay (`pending`), or a handshake state. */
-export type MarkStage = 'unmarked' | 'pending' | ReleaseState;
+type MarkStage = 'unmarked' | 'pending' | ReleaseState;
 
-export type MarkChangeReason =
+type MarkChangeReason =
   /** (a) The IP entered the excess set: its delay starts now. */
   | 'excess'
   /** (a) The IP left the excess set before it was released: the handshake is aborted. */
@@ -80,7 +80,7 @@ export type MarkChangeReason =
   /** (g) An excluded ENI's IP the agent answered ready for is out of the pool: released, kept on EC2. */
   | 'left-pool';
 
-export interface MarkChange {
+interface MarkChange {
   readonly ip: string;
   readonly from: MarkStage;
   readonly to: MarkStage;
@@ -98,7 +98,7 @@ export interface Unassignment {
   readonly addresses: readonly string[];
 }
 
-export type NoReleaseReason =
+type NoReleaseReason =
   /** Release is off and no handshake is in progress. */
   | 'release-disabled'
   /** A multi-pool agent and no handshake in progress. */

@@ -7,7 +7,7 @@ import type { EniState, NodeKnobs, SecurityGroupView } from './model.ts';
  */
 
 /** Which rule produced the groups. */
-export type SecurityGroupSource = 'spec-ids' | 'spec-tags' | 'primary-eni';
+type SecurityGroupSource = 'spec-ids' | 'spec-tags' | 'primary-eni';
 
 export type SecurityGroupChoice =
   | {

@@ -12,7 +12,7 @@ import type { WatchTrigger } from './watch-plan.ts';
  * form an earlier watcher sends (`{"task":"serve-node","instanceId":…,"allocate":…,"release":…}`)
  * is still read, so an allocate function updated before the watcher keeps serving it. Pure.
  */
-export const SERVE_NODES_TASK = 'serve-nodes';
+const SERVE_NODES_TASK = 'serve-nodes';
 const SERVE_ONE_NODE_TASK = 'serve-node';
 
 /** Most nodes one request names: what one allocate invocation serves at once. */

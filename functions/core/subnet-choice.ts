@@ -8,12 +8,7 @@ import type { InstanceView, NodeKnobs, SubnetView, Tags } from './model.ts';
  */
 
 /** Which rule of the heuristic put a subnet on the list. */
-export type SubnetChoiceRule =
-  | 'subnet-ids'
-  | 'subnet-tags'
-  | 'node-subnet'
-  | 'node-route-table'
-  | 'vpc-and-zone';
+type SubnetChoiceRule = 'subnet-ids' | 'subnet-tags' | 'node-subnet' | 'node-route-table' | 'vpc-and-zone';
 
 export interface SubnetCandidate {
   readonly subnet: SubnetView;

@@ -23,7 +23,7 @@ import { isReconciledIn } from './table-generation.ts';
  */
 
 /** Why a node's allocation is reconciled. */
-export type AllocationSweepReason =
+type AllocationSweepReason =
   /** A running cluster member without a record: its EC2 event was missed or is still on its way. */
   | 'no-record'
   /** EC2 lists ENIs or addresses the record does not, or the other way round (out-of-band change). */
@@ -174,7 +174,7 @@ function releaseHasWork(record: NodeRecord, knobs: NodeKnobs, inputs: NodeSweepI
  * device index, or which addresses they hold. ENIs we changed within the consistency window are
  * left out: a lagging Describe is not drift.
  */
-export function hasDrifted(
+function hasDrifted(
   recorded: readonly EniState[],
   observed: readonly AttachedEniSummary[],
   nowEpochMs: number,

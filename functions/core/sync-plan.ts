@@ -303,7 +303,7 @@ export function enisWithDroppedIpv6Prefixes(
  * claim it), an empty pool (invariant 1 holds trivially) and the claim for this record version.
  * The agent later Gets it and Updates it; it keeps `spec.ipam.pool` on Update.
  */
-export function initialCiliumNode(record: NodeRecord, table?: string): CiliumNode {
+function initialCiliumNode(record: NodeRecord, table?: string): CiliumNode {
   return {
     apiVersion: `${CILIUM_API_GROUP}/${CILIUM_API_VERSION}`,
     kind: CILIUM_NODE_KIND,

@@ -43,7 +43,7 @@ export function ciliumNodeDemand(cn: CiliumNode, defaultKnobs: NodeKnobs): numbe
  * Whether the agent asks for IPv6 and no ENI in the status holds a /80: the allocator's
  * `neededIpv6Prefixes` as far as the CiliumNode alone shows it.
  */
-export function ciliumNodeWantsIpv6Prefix(cn: CiliumNode): boolean {
+function ciliumNodeWantsIpv6Prefix(cn: CiliumNode): boolean {
   if (!agentDemandOf(cn).wantsIpv6) return false;
   return !Object.values(cn.status?.eni?.enis ?? {}).some((eni) => (eni['ipv6-prefixes'] ?? []).length > 0);
 }

@@ -12,7 +12,7 @@ import { SignatureV4 } from '@smithy/signature-v4';
  */
 
 export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
-export const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
+const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
 
 /** AWS credentials as the SDK's providers return them. */
 export interface AwsCredentials {
@@ -33,7 +33,7 @@ export interface EksTokenRequest {
 }
 
 /** The regional STS endpoint host (the server only accepts STS hosts of its own partition). */
-export function stsHostname(region: string): string {
+function stsHostname(region: string): string {
   return region.startsWith('cn-') ? `sts.${region}.amazonaws.com.cn` : `sts.${region}.amazonaws.com`;
 }
 
@@ -76,7 +76,7 @@ export interface EksTokenSourceOptions {
 }
 
 /** Reuse window default: comfortably inside the 14 minutes the authenticator accepts. */
-export const DEFAULT_TOKEN_REUSE_MS = 10 * 60_000;
+const DEFAULT_TOKEN_REUSE_MS = 10 * 60_000;
 const MAX_TOKEN_REUSE_MS = 14 * 60_000;
 /** A token is not reused within this margin of its credentials' expiration. */
 const CREDENTIAL_EXPIRY_MARGIN_MS = 60_000;

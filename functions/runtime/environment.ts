@@ -106,7 +106,7 @@ function defaultOf<K extends VariableSpec['kind']>(
   return spec.default as never;
 }
 
-export function isStringMap(value: unknown): value is Record<string, string> {
+function isStringMap(value: unknown): value is Record<string, string> {
   return (
     typeof value === 'object' &&
     value !== null &&

@@ -200,7 +200,7 @@ export async function collectEniGarbage(
   return summary;
 }
 
-export async function allRecords(store: NodeRecordStore): Promise<NodeRecord[]> {
+async function allRecords(store: NodeRecordStore): Promise<NodeRecord[]> {
   const records: NodeRecord[] = [];
   let pageToken: string | undefined;
   do {

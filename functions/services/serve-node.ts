@@ -4,7 +4,7 @@ import { type AllocationOutcome, allocateNode } from './allocate-node.ts';
 import { type ReleaseOutcome, releaseExcess } from './release-excess.ts';
 import type { ReleaseDependencies } from './release-record.ts';
 
-export type ServeNodeOutcome =
+type ServeNodeOutcome =
   | { readonly kind: 'paused' }
   | { readonly kind: 'served'; readonly release?: ReleaseOutcome; readonly allocation?: AllocationOutcome };
 
@@ -14,7 +14,7 @@ export type ServeNodeOutcome =
  * then the allocation, which a failed release does not hold back; the release's error is thrown
  * after the allocation ran. Paused, nothing runs.
  */
-export async function serveNode(
+async function serveNode(
   trigger: WatchTrigger,
   deps: ReleaseDependencies,
   listedInstance?: InstanceView,

@@ -81,7 +81,7 @@ export interface SyncDependencies {
 }
 
 /** A node's sync kept losing races (or the plan did not settle) within its round budget. */
-export class SyncDidNotConvergeError extends Error {
+class SyncDidNotConvergeError extends Error {
   override readonly name = 'SyncDidNotConvergeError';
   constructor(
     readonly instanceId: string,

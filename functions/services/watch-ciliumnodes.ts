@@ -25,7 +25,7 @@ import { WatchProgress } from '../core/watch-progress.ts';
  * whose work finished: a dropped stream is re-opened from the last event seen, a 410 Gone re-lists.
  */
 
-export interface WatchSettings {
+interface WatchSettings {
   /** How long the lease lasts without renewal: how soon a crashed watcher is replaced. */
   readonly leaseMs: number;
   /** Nodes served at a time. */
@@ -43,7 +43,7 @@ export interface WatchSettings {
 }
 
 /** How many times one session asks again for one node (after failures or another's lease). */
-export const MAX_ASKS_AGAIN_PER_NODE = 3;
+const MAX_ASKS_AGAIN_PER_NODE = 3;
 /** Past a lease's expiry before asking again: the allocator must see it expired when its reads start. */
 const ASK_AGAIN_MARGIN_MS = 500;
 

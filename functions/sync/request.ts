@@ -15,7 +15,7 @@ export type SyncRequest =
   | { readonly kind: 'all' };
 
 /** One stream record: its sequence number (for partial batch responses) and what it asks for. */
-export type StreamRecordRequest =
+type StreamRecordRequest =
   | { readonly sequenceNumber: string; readonly action: 'sync'; readonly instanceId: string }
   /** REMOVE (a retired record's TTL expiry): the CiliumNode left with its Node; nothing to do. */
   | { readonly sequenceNumber: string; readonly action: 'ignore-remove' }

@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
+import { dynamoItemSizeBytes } from '../support/item-size.ts';
 import {
   bucketFloorSeconds,
   floorReadyNodes,

@@ -1,8 +1,8 @@
-import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
 import { eniDescription } from '../../functions/core/allocation-plan.ts';
 import { tagsForNewEni } from '../../functions/core/eni-ownership.ts';
 import { UNCONFIGURED_KNOBS } from '../../functions/core/knobs.ts';
 import type { EniState, NodeKnobs, NodeRecord } from '../../functions/core/model.ts';
+import { dynamoItemSizeBytes } from '../support/item-size.ts';
 
 /**
  * A realistic node record for a fully allocated instance, shaped as the allocator writes it:

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { EC2Client } from '@aws-sdk/client-ec2';
 import { createEc2NetworkAdapter } from '../../functions/aws/ec2-network.ts';
 import { withInstanceLimitsCatalog } from '../../functions/aws/instance-limits.ts';
-import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
 import { tableGenerationOf } from '../../functions/aws/table-generation.ts';
 import { forEachWithConcurrency } from '../../functions/core/concurrency.ts';
 import type { Log } from '../../functions/core/ports.ts';
@@ -19,6 +18,7 @@ import { DEFAULT_TOKEN, kubeconfigYaml } from '../emulators/k8s/index.ts';
 import { registerCiliumNode } from '../local-cloud/cilium-agent.ts';
 import { startLocalCloud } from '../local-cloud/local-cloud.ts';
 import type { SynthesizedStack } from '../local-cloud/synthesize.ts';
+import { dynamoItemSizeBytes } from '../support/item-size.ts';
 import { nowMs, startTap } from './tap.ts';
 
 /**

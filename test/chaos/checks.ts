@@ -3,6 +3,10 @@ import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { RECORD_VERSION_ANNOTATION } from '../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../functions/core/ciliumnode-render.ts';
 import { ENI_TAG_KEYS, isOurs } from '../../functions/core/eni-ownership.ts';
+import { usedIps } from '../../functions/core/knobs.ts';
+import type { NodeRecord } from '../../functions/core/model.ts';
+import type { NetworkInterfaceRecord } from '../emulators/ec2/index.ts';
+import { k8sEmulatorOf, type LocalCloud, renderDenials } from '../local-cloud/index.ts';
 import {
   checkAllocatedNotWithdrawn,
   checkEniEntriesComplete,
@@ -10,11 +14,7 @@ import {
   checkPoolRemovalsHandshaken,
   checkRightNode,
   checkStatusCoversSpec,
-} from '../../functions/core/invariants.ts';
-import { usedIps } from '../../functions/core/knobs.ts';
-import type { NodeRecord } from '../../functions/core/model.ts';
-import type { NetworkInterfaceRecord } from '../emulators/ec2/index.ts';
-import { k8sEmulatorOf, type LocalCloud, renderDenials } from '../local-cloud/index.ts';
+} from '../support/invariants.ts';
 
 /**
  * What a chaos run must end with, once the faults stopped and the sweep ran. Each failed check is

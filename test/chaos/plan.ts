@@ -14,7 +14,7 @@ import { Prng } from './prng.ts';
  * is the interleaving of concurrent invocations: the same plan may race differently twice.)
  */
 
-export const INSTANCE_TYPES = [
+const INSTANCE_TYPES = [
   'm5.large',
   't3.medium',
   'c5.xlarge',
@@ -32,14 +32,14 @@ export type CrashPoint =
   | 'after-modify-network-interface-attribute'
   | 'between-status-and-spec-write';
 
-export const CRASH_POINTS: readonly CrashPoint[] = [
+const CRASH_POINTS: readonly CrashPoint[] = [
   'after-create-network-interface',
   'after-attach-network-interface',
   'after-modify-network-interface-attribute',
   'between-status-and-spec-write',
 ];
 
-export type K8sFaultKind =
+type K8sFaultKind =
   | 'server-error'
   | 'conflict'
   | 'drop-connection'
@@ -76,21 +76,21 @@ export interface NodePlan {
   readonly eth0Ours?: boolean;
 }
 
-export interface EventDelivery {
+interface EventDelivery {
   readonly atMs: number;
   readonly node: number;
   readonly state: 'pending' | 'running' | 'shutting-down' | 'terminated';
 }
 
 /** A per-call fault of the emulator's catalogue as the plan arms it: plain data, no matcher. */
-export interface CallFaultPlan extends Omit<FaultSpec, 'match' | 'times'> {
+interface CallFaultPlan extends Omit<FaultSpec, 'match' | 'times'> {
   readonly times: number;
 }
 
 /** An EC2 fault of the emulator's catalogue (`EC2_FAULTS`), armed with `faults.arm` for the fault phase. */
-export type Ec2FaultPlan = CallFaultPlan | StandingFault;
+type Ec2FaultPlan = CallFaultPlan | StandingFault;
 
-export interface K8sFaultPlan {
+interface K8sFaultPlan {
   readonly verb: 'get' | 'create' | 'patch' | 'list';
   readonly subresource?: 'main' | 'status';
   /** Only the CiliumNode of this node, or any. */

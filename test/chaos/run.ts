@@ -85,7 +85,7 @@ const SWEEP_ROUNDS = 4;
 const CONTAINERS_PER_FUNCTION = 3;
 const DEFAULT_DEADLINE_MS = 150_000;
 
-export class RunTimeoutError extends Error {
+class RunTimeoutError extends Error {
   override readonly name = 'RunTimeoutError';
 }
 
@@ -726,7 +726,7 @@ async function settle(cloud: LocalCloud, what: string): Promise<void> {
   await withTimeout(cloud.settle(), SETTLE_TIMEOUT_MS, what);
 }
 
-export function withTimeout<T>(promise: Promise<T>, milliseconds: number, what: string): Promise<T> {
+function withTimeout<T>(promise: Promise<T>, milliseconds: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => reject(new RunTimeoutError(`timed out: ${what}`)), milliseconds);

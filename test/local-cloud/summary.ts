@@ -1,10 +1,10 @@
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { RECORD_VERSION_ANNOTATION } from '../../functions/core/ciliumnode.ts';
-import { checkRightNode, checkStatusCoversSpec, type Violation } from '../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../functions/core/model.ts';
 import type { CallRecord } from '../emulators/ec2/calls.ts';
 import type { Ec2State } from '../emulators/ec2/index.ts';
 import type { CiliumNodeObject } from '../emulators/k8s/index.ts';
+import { checkRightNode, checkStatusCoversSpec, type Violation } from '../support/invariants.ts';
 import type { KubernetesUnderTest, ObservedRequest, ObservedVersion } from '../support/kubernetes.ts';
 import { PERSON_USER_PREFIX } from './identities.ts';
 

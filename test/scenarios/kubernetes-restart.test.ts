@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
-import { checkRightNode, checkStatusCoversSpec } from '../../functions/core/invariants.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
 import type { ControlPlane } from '../peers/kubernetes/control-plane.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
+import { checkRightNode, checkStatusCoversSpec } from '../support/invariants.ts';
 
 /**
  * Faults only a real server shows: etcd, or kube-apiserver, killed with SIGKILL in the middle of

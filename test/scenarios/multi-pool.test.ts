@@ -3,11 +3,6 @@ import { tableGenerationOf } from '../../functions/aws/table-generation.ts';
 import { agentProtocolOf } from '../../functions/core/agent-protocol.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { ownershipTags } from '../../functions/core/eni-ownership.ts';
-import {
-  checkAllocatedNotWithdrawn,
-  checkPoolRemovalsHandshaken,
-  checkStatusCoversSpec,
-} from '../../functions/core/invariants.ts';
 import { appliedRecordVersion } from '../../functions/core/table-generation.ts';
 import { allocateNode } from '../../functions/services/allocate-node.ts';
 import { releaseExcess } from '../../functions/services/release-excess.ts';
@@ -20,6 +15,11 @@ import {
   startAllocationHarness,
 } from '../support/allocation-harness.ts';
 import { CrdAgentDriver, observeAsAgent } from '../support/cilium-agent-model.ts';
+import {
+  checkAllocatedNotWithdrawn,
+  checkPoolRemovalsHandshaken,
+  checkStatusCoversSpec,
+} from '../support/invariants.ts';
 import {
   expectMultiPoolInvariants,
   type MultiPoolAgent,

@@ -1,5 +1,4 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { dynamoItemSizeBytes } from '../../functions/aws/item-size.ts';
 import { desiredPool, desiredStatusEnis } from '../../functions/core/ciliumnode-render.ts';
 import { ownershipTags } from '../../functions/core/eni-ownership.ts';
 import { isExcluded } from '../../functions/core/eni-selection.ts';
@@ -12,6 +11,7 @@ import {
   CLUSTER_NAME,
   startAllocationHarness,
 } from '../support/allocation-harness.ts';
+import { dynamoItemSizeBytes } from '../support/item-size.ts';
 
 /**
  * Prefix delegation end to end, against the stand-ins (EC2 emulator, DynamoDB Local, the

@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CiliumNode, JsonPatchOperation, ReleaseStatus } from '../../functions/core/ciliumnode.ts';
 import { ResourceVersionConflictError } from '../../functions/core/ciliumnode.ts';
-import { checkRightNode, checkStatusCoversSpec } from '../../functions/core/invariants.ts';
 import { sortIpv4 } from '../../functions/core/ip-math.ts';
 import type { Log } from '../../functions/core/ports.ts';
 import { releaseExcess } from '../../functions/services/release-excess.ts';
@@ -9,6 +8,7 @@ import { type SweepSummary, sweep } from '../../functions/services/sweep.ts';
 import { type SyncDependencies, syncNode } from '../../functions/services/sync-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
+import { checkRightNode, checkStatusCoversSpec } from '../support/invariants.ts';
 
 /**
  * The excess-IP release handshake end to end: the sweep (allocation and release) against DynamoDB

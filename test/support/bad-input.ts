@@ -9,13 +9,13 @@ import type { AllocationHarness } from './allocation-harness.ts';
  */
 
 /** The entry points a battery case is given to. */
-export type EntryPoint = 'allocate' | 'sync' | 'sweep' | 'watch';
+type EntryPoint = 'allocate' | 'sync' | 'sweep' | 'watch';
 
 /**
  * How an entry point must answer: `rejected` (an EventBridge event: answered, never thrown),
  * `throws` (a direct invoke: `InvalidInputError`), or a stream batch whose records are skipped.
  */
-export type Answer = 'rejected' | 'throws' | 'skipped-records';
+type Answer = 'rejected' | 'throws' | 'skipped-records';
 
 export interface BadInputCase {
   readonly case: string;

@@ -15,7 +15,7 @@ import type { CiliumNode, JsonPatchOperation } from '../../functions/core/cilium
  * The model never hides a rejection: callers assert that none happened.
  */
 
-export interface AgentAllocation {
+interface AgentAllocation {
   readonly ip: string;
   readonly eniId: string;
   readonly mac: string;

@@ -1,12 +1,5 @@
 import { expect } from 'vitest';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
-import {
-  checkAllocatedNotWithdrawn,
-  checkEniEntriesComplete,
-  checkMultiPoolReleaseIps,
-  checkRightNode,
-  checkStatusCoversSpec,
-} from '../../functions/core/invariants.ts';
 import type { Log } from '../../functions/core/ports.ts';
 import type { SyncDependencies } from '../../functions/services/sync-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
@@ -16,6 +9,13 @@ import {
   MultiPoolAgentDriver,
   MultiPoolAgentModel,
 } from './cilium-multipool-agent-model.ts';
+import {
+  checkAllocatedNotWithdrawn,
+  checkEniEntriesComplete,
+  checkMultiPoolReleaseIps,
+  checkRightNode,
+  checkStatusCoversSpec,
+} from './invariants.ts';
 
 /**
  * Scenario support for nodes whose agent speaks the multi-pool protocol (1.20): a driver of the
@@ -23,14 +23,14 @@ import {
  * scenario applies to every stored CiliumNode version.
  */
 
-export const silentLog: Log = { debug() {}, info() {}, warn() {}, error() {} };
+const silentLog: Log = { debug() {}, info() {}, warn() {}, error() {} };
 
 export function syncDependencies(harness: AllocationHarness): SyncDependencies {
   return { store: harness.table.store, ciliumNodes: harness.ciliumNodes, log: silentLog };
 }
 
 /** A CiliumNode API that records the resourceVersions of the agent's own writes. */
-export function recordingApi(harness: AllocationHarness, written: Set<string>): AgentCiliumNodeApi {
+function recordingApi(harness: AllocationHarness, written: Set<string>): AgentCiliumNodeApi {
   const remember = (cn: CiliumNode) => {
     if (cn.metadata.resourceVersion) written.add(cn.metadata.resourceVersion);
     return cn;

@@ -140,7 +140,7 @@ function writeCached(key: string, identities: Record<IpamFunctionId, IamIdentity
 export const SHARED_VPC_OWNER_ACCOUNT = '210987654321';
 
 /** The stacks the test fixtures run as (seeded clusters have VPC id `vpc-00000000000000001`). */
-export const FIXTURE_STACKS: readonly StackIdentityOptions[] = [
+const FIXTURE_STACKS: readonly StackIdentityOptions[] = [
   { clusterName: 'scenario-cluster', vpcId: 'vpc-00000000000000001' },
   { clusterName: 'unit-cluster', vpcId: 'vpc-00000000000000001' },
   { clusterName: 'test-cluster', vpcId: 'vpc-00000000000000001' },

@@ -37,11 +37,11 @@ export interface Ec2Fixture {
   close(): Promise<void>;
 }
 
-export const CLUSTER_NAME = 'unit-cluster';
+const CLUSTER_NAME = 'unit-cluster';
 const ACCESS_KEY_ID = 'AKIDEMULATOR';
 
 /** Retries that take milliseconds, not seconds. */
-export const FAST_RETRY: Ec2RetryOptions = { maxAttempts: 4, baseDelayMs: 1, maxDelayMs: 5 };
+const FAST_RETRY: Ec2RetryOptions = { maxAttempts: 4, baseDelayMs: 1, maxDelayMs: 5 };
 
 export async function startEc2Fixture(
   options: {

@@ -1,11 +1,11 @@
 import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { dynamoItemSizeBytes } from '../../../functions/aws/item-size.ts';
 import { nodeTableSchema } from '../../../functions/aws/node-table-schema.ts';
 import { NewerRecordSchemaError, VersionConflictError } from '../../../functions/core/errors.ts';
 import { UnreadableRecordsError } from '../../../functions/core/unreadable-records.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { dynamoItemSizeBytes } from '../../support/item-size.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 
 const DYNAMODB_ITEM_LIMIT_BYTES = 400 * 1024;

@@ -4,10 +4,10 @@ import {
   IPAM_IGNORE_ANNOTATION,
   RECORD_VERSION_ANNOTATION,
 } from '../../../functions/core/ciliumnode.ts';
-import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { InstanceRecord } from '../../emulators/ec2/index.ts';
 import { isNonMutatingAction } from '../../emulators/ec2/throttling.ts';
 import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 
 /**
  * The hand-over from cilium-operator, as the runbook of infra/README.md does it, on the synthesized stack:

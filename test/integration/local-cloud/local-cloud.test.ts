@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { nodeTableSchema } from '../../../functions/aws/node-table-schema.ts';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
-import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import { type LocalCloud, startLocalCloud } from '../../local-cloud/local-cloud.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 
 /**
  * The local cloud end to end: the stack synthesized in-process (bundling included), its bundled

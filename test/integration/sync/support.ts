@@ -1,12 +1,12 @@
 import { expect } from 'vitest';
 import { tableGenerationOf } from '../../../functions/aws/table-generation.ts';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
-import { checkRightNode, checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import type { Log } from '../../../functions/core/ports.ts';
 import { KubernetesCiliumNodeApi } from '../../../functions/k8s/ciliumnode-api.ts';
 import { buildKubeConfig, kubernetesConnectionFromEnv } from '../../../functions/k8s/kube-config.ts';
 import type { SyncDependencies } from '../../../functions/services/sync-node.ts';
+import { checkRightNode, checkStatusCoversSpec } from '../../support/invariants.ts';
 import type { KubernetesUnderTest } from '../../support/kubernetes.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 
@@ -16,13 +16,13 @@ import { createTestNodeTable, type TestNodeTable } from '../../support/node-tabl
  * through a kubeconfig file, exactly as the Lambda connects.
  */
 
-export interface LogEntry {
+interface LogEntry {
   readonly level: 'debug' | 'info' | 'warn' | 'error';
   readonly message: string;
   readonly fields: Record<string, unknown>;
 }
 
-export class RecordingLog implements Log {
+class RecordingLog implements Log {
   readonly entries: LogEntry[] = [];
   debug(message: string, fields: Record<string, unknown> = {}): void {
     this.entries.push({ level: 'debug', message, fields });

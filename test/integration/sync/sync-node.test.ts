@@ -8,12 +8,12 @@ import {
 } from '../../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumnode-render.ts';
 import { CrdFieldDroppedError } from '../../../functions/core/errors.ts';
-import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import type { NodeRecordStore } from '../../../functions/core/ports.ts';
 import { appliedRecordVersion } from '../../../functions/core/table-generation.ts';
 import { syncAll, syncNode } from '../../../functions/services/sync-node.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 import { type KubernetesUnderTest, startKubernetes } from '../../support/kubernetes.ts';
 import { createTestNodeTable, type TestNodeTable } from '../../support/node-table.ts';
 import {

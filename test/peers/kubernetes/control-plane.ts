@@ -29,7 +29,7 @@ import { type HttpsJsonClient, httpsJsonClient } from './https-json.ts';
 
 const BIN_DIRECTORY = resolve(dirname(fileURLToPath(import.meta.url)), '..', '.bin');
 
-export interface Identity {
+interface Identity {
   readonly user: string;
   readonly groups: readonly string[];
 }
@@ -93,7 +93,7 @@ export function kubectlBinary(): string {
 }
 
 /** Paths of the built binaries, or a clear error naming the command that builds them. */
-export function controlPlaneBinaries(): { etcd: string; kubeApiserver: string } {
+function controlPlaneBinaries(): { etcd: string; kubeApiserver: string } {
   const etcd = join(BIN_DIRECTORY, 'etcd');
   const kubeApiserver = join(BIN_DIRECTORY, 'kube-apiserver');
   for (const path of [etcd, kubeApiserver]) {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   ENI_TAG_KEYS,
-  instanceIdOf,
   isOurs,
   ownershipTags,
   tagsForNewEni,
@@ -49,9 +48,8 @@ describe('ENI tags', () => {
     expect(isOurs(tags, cluster)).toBe(expected);
   });
 
-  it('reads the instance an ENI was made for', () => {
-    expect(instanceIdOf(ownershipTags('prod', 'i-0abc'))).toBe('i-0abc');
-    expect(instanceIdOf({})).toBeUndefined();
+  it('names the instance an ENI was made for', () => {
+    expect(ownershipTags('prod', 'i-0abc')[ENI_TAG_KEYS.instanceId]).toBe('i-0abc');
   });
 
   it.each<{ case: string; tags: Record<string, string>; problems: number }>([

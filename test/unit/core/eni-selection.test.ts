@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   anyEniHasRoom,
-  chooseEniToFill,
   isExcluded,
   matchesAllTags,
   orderEnisToFill,
@@ -152,8 +151,8 @@ describe('orderEnisToFill', () => {
     expect(ordered.map((candidate) => candidate.eni.id)).toEqual(order);
   });
 
-  it('the chosen candidate carries its room, slots and subnet', () => {
-    const chosen = chooseEniToFill({
+  it('the first candidate carries its room, slots and subnet', () => {
+    const [chosen] = orderEnisToFill({
       enis: [eni({ deviceIndex: 0, secondaryCount: 6 })],
       subnets: [NODE_SUBNET],
       knobs: knobs(),

@@ -16,9 +16,9 @@ import type {
  */
 
 export const VPC_ID = 'vpc-0a1b2c';
-export const ZONE = 'us-east-1a';
+const ZONE = 'us-east-1a';
 export const INSTANCE_ID = 'i-0123456789abcdef0';
-export const NODE_SUBNET_ID = 'subnet-node';
+const NODE_SUBNET_ID = 'subnet-node';
 
 export const M5_LARGE: InstanceLimits = {
   maxInterfaces: 3,
@@ -98,11 +98,11 @@ export function ipOn(deviceIndex: number, host: number): string {
   return `10.0.${deviceIndex}.${host}`;
 }
 
-export function secondaryIpsOn(deviceIndex: number, count: number): string[] {
+function secondaryIpsOn(deviceIndex: number, count: number): string[] {
   return Array.from({ length: count }, (_, offset) => ipOn(deviceIndex, 10 + offset));
 }
 
-export function prefixesOn(deviceIndex: number, count: number): string[] {
+function prefixesOn(deviceIndex: number, count: number): string[] {
   return Array.from({ length: count }, (_, offset) => `${ipOn(deviceIndex, 128 + offset * 16)}/28`);
 }
 

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { isExcluded } from '../../../functions/core/eni-selection.ts';
+import type { EniState, NodeKnobs } from '../../../functions/core/model.ts';
 import {
   calculateExcessIps,
   calculateNeededIps,
@@ -6,13 +8,34 @@ import {
   DEFAULT_PRE_ALLOCATE_IPS,
   maxAllocatableIps,
   minAllocatableIps,
-  poolAddresses,
   poolAddressesOfEni,
   resolveMaxAllocate,
   resolvePreAllocate,
   slotMixCapacityAdjustmentIps,
 } from '../../../functions/core/pool-math.ts';
 import { eni, knobs, M5_4XLARGE, M5_LARGE, T3_MEDIUM, T3_NANO } from './fixtures.ts';
+
+/** One pool entry: an address and the ENI that holds it (`spec.ipam.pool[ip].resource`). */
+interface PoolAddress {
+  readonly ip: string;
+  readonly eniId: string;
+}
+
+/**
+ * The listing `countAvailableIps` is checked against: every address of the pool, those of
+ * non-excluded ENIs (cilium `ResyncInterfacesAndIPs`), ENIs in the given order, addresses
+ * numerically within each.
+ */
+function poolAddresses(
+  enis: readonly EniState[],
+  knobSet: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags' | 'usePrimaryAddress'>,
+): PoolAddress[] {
+  return enis
+    .filter((eni) => !isExcluded(eni, knobSet))
+    .flatMap((eni) =>
+      poolAddressesOfEni(eni, knobSet.usePrimaryAddress).map((ip) => ({ ip, eniId: eni.id })),
+    );
+}
 
 describe('calculateNeededIps', () => {
   // The first ten rows are cilium's own table (`neededDef`, pkg/ipam/node_test.go).

@@ -7,9 +7,9 @@ import {
   eniAddresses,
   unpublishableRecordProblems,
 } from '../../../functions/core/ciliumnode-render.ts';
-import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import { defaultKnobs, eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 import { crdProblems } from './support.ts';
 
 const eth0 = eniFixture(0, 0);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CiliumEni, CiliumNode } from '../../../functions/core/ciliumnode.ts';
-import { checkRightNode, checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
+import { checkRightNode, checkStatusCoversSpec } from '../../support/invariants.ts';
 
 const vpc = { id: 'vpc-1', 'primary-cidr': '10.0.0.0/16' };
 

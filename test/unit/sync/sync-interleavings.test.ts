@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { allocatedCidrs } from '../../../functions/core/agent-protocol.ts';
 import { type CiliumNode, RECORD_VERSION_ANNOTATION } from '../../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumnode-render.ts';
-import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { CidrRelease, EniState, NodeRecord } from '../../../functions/core/model.ts';
 import { planSyncStep, type SyncWriteStep } from '../../../functions/core/sync-plan.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 import { seededRandom } from '../../support/seeded-random.ts';
 import { FakeCiliumNodeServer, isWrite } from './support.ts';
 

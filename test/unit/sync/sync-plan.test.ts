@@ -5,12 +5,12 @@ import {
   RECORD_VERSION_ANNOTATION,
 } from '../../../functions/core/ciliumnode.ts';
 import { desiredPool, desiredStatusEnis } from '../../../functions/core/ciliumnode-render.ts';
-import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import { planSyncStep, releaseIpsTarget } from '../../../functions/core/sync-plan.ts';
 import { appliedRecordVersion } from '../../../functions/core/table-generation.ts';
 import { SCHEMA_VERSIONS, type SchemaVersion } from '../../emulators/k8s/schema.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 import { crdProblems, FakeCiliumNodeServer, isWrite } from './support.ts';
 
 const instanceId = 'i-0123456789abcdef0';

@@ -6,11 +6,11 @@ import {
   RECORD_VERSION_ANNOTATION,
 } from '../../../functions/core/ciliumnode.ts';
 import { desiredPool } from '../../../functions/core/ciliumnode-render.ts';
-import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import { planSyncStep } from '../../../functions/core/sync-plan.ts';
 import { appliedRecordVersion } from '../../../functions/core/table-generation.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 import { FakeCiliumNodeServer, isWrite } from './support.ts';
 
 /**

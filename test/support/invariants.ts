@@ -1,8 +1,8 @@
-import { agentProtocolOf, allocatedCidrs } from './agent-protocol.ts';
-import type { CiliumEni, CiliumNode } from './ciliumnode.ts';
-import { cidrContains, isIpv4Address, parseCidr } from './ip-math.ts';
-import { isCanonicalIpv6Cidr } from './ipv6-math.ts';
-import { instanceIdOfCiliumNode } from './knobs.ts';
+import { agentProtocolOf, allocatedCidrs } from '../../functions/core/agent-protocol.ts';
+import type { CiliumEni, CiliumNode } from '../../functions/core/ciliumnode.ts';
+import { cidrContains, isIpv4Address, parseCidr } from '../../functions/core/ip-math.ts';
+import { isCanonicalIpv6Cidr } from '../../functions/core/ipv6-math.ts';
+import { instanceIdOfCiliumNode } from '../../functions/core/knobs.ts';
 
 /**
  * The invariants (functions/README.md, *Guarantees*) that can be judged from one CiliumNode version, as pure checks shared by
@@ -10,7 +10,7 @@ import { instanceIdOfCiliumNode } from './knobs.ts';
  * An empty result means the version is fine.
  */
 
-export type InvariantName =
+type InvariantName =
   | 'status-covers-spec'
   | 'eni-status-complete'
   | 'right-node'
@@ -189,7 +189,7 @@ export function checkMultiPoolReleaseIps(cn: CiliumNode): Violation[] {
 }
 
 /** Every CIDR a 1.20 agent derives from the status (any ENI): /28 prefixes, /80s, other addresses as /32. */
-export function publishedCidrs(cn: CiliumNode): Set<string> {
+function publishedCidrs(cn: CiliumNode): Set<string> {
   const cidrs = new Set<string>();
   for (const eni of Object.values(cn.status?.eni?.enis ?? {})) {
     const prefixes = eni?.prefixes ?? [];
