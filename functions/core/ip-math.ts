@@ -9,9 +9,6 @@ import { InvalidInputError } from './errors.ts';
 /** Addresses in one delegated IPv4 prefix: EC2 delegates /28s (cilium `option.ENIPDBlockSizeIPv4`). */
 export const ADDRESSES_PER_IPV4_PREFIX = 16;
 
-/** The prefix length EC2 uses for delegated IPv4 prefixes. */
-export const DELEGATED_IPV4_PREFIX_LENGTH = 28;
-
 /**
  * The largest block `expandCidr` will list (a /16). Listing is meant for /28 prefixes and small
  * ranges; refusing bigger blocks keeps a malformed prefix from producing millions of strings.
