@@ -7,7 +7,7 @@ import {
 } from './allocation-plan.ts';
 import type { CiliumNode } from './ciliumnode.ts';
 import { ENI_TAG_KEYS, isOurs } from './eni-ownership.ts';
-import { ADDRESSES_PER_IPV4_PREFIX } from './ip-math.ts';
+import { addressesTaken, addressesTakenByNewEni } from './ip-math.ts';
 import type {
   CidrRelease,
   EniState,
@@ -93,7 +93,7 @@ export interface AllocationState {
   /** The observed subnets, less the addresses this invocation's own calls took from them. */
   readonly subnets: readonly SubnetView[];
   readonly refusals: Refusals;
-  /** Every confirmed answer, in order (the outcome's actions and metrics come from these). */
+  /** Every confirmed answer, in order (the outcome carries them, and its metrics count them). */
   readonly results: readonly StepResult[];
   /** Why the node is not served as it asks (written to the record as `lastError`). */
   readonly blocked: RecordedError | undefined;
@@ -299,7 +299,9 @@ function applyAssigned(
     ...state,
     results,
     enis: changeEni(state.enis, result.eniId, nowEpochMs, addresses(result)),
-    subnets: eni ? consumeSubnetAddresses(state.subnets, eni.subnetId, addressCount(result)) : state.subnets,
+    subnets: eni
+      ? consumeSubnetAddresses(state.subnets, eni.subnetId, assignedAddressCount(result))
+      : state.subnets,
   };
 }
 
@@ -328,12 +330,13 @@ function applyCreated(
     description: eni.description,
     lastMutatedAtEpochMs: nowEpochMs,
   };
-  const taken = 1 + eni.secondaryIps.length + eni.prefixes.length * ADDRESSES_PER_IPV4_PREFIX;
   return {
     ...state,
     results,
     enis: withEni(state.enis, attached),
-    subnets: result.fresh ? consumeSubnetAddresses(state.subnets, eni.subnetId, taken) : state.subnets,
+    subnets: result.fresh
+      ? consumeSubnetAddresses(state.subnets, eni.subnetId, addressesTakenByNewEni(eni))
+      : state.subnets,
   };
 }
 
@@ -372,28 +375,6 @@ export function poolDemandOf(observation: AllocationObservation, state: Allocati
     knobs: observation.knobs,
     usedIpCount: usedIpCount(observation),
     prefixDelegationEnabled: observation.prefixDelegationEnabled,
-  });
-}
-
-/**
- * The outcome's action names, one per confirmed mutation (`create-eni:<id>:<index>`, …). Setting
- * delete-on-termination on an ENI created in the same invocation is part of its `create-eni`.
- */
-export function actionsOf(results: readonly StepResult[]): string[] {
-  const created = new Set(results.flatMap((result) => (result.kind === 'created' ? [result.eni.id] : [])));
-  return results.flatMap((result): string[] => {
-    switch (result.kind) {
-      case 'repaired':
-        return created.has(result.eniId) ? [] : [`repair-delete-on-termination:${result.eniId}`];
-      case 'assigned':
-        return addressCount(result) > 0 ? [`assign:${result.eniId}:${addressCount(result)}`] : [];
-      case 'ipv6-assigned':
-        return [`assign-ipv6-prefix:${result.eniId}`];
-      case 'created':
-        return [`create-eni:${result.eni.id}:${result.deviceIndex}`];
-      default:
-        return [];
-    }
   });
 }
 
@@ -484,11 +465,11 @@ function addresses(result: { readonly ips: readonly string[]; readonly prefixes:
 }
 
 /** Addresses an assign gave, /28 members counted. */
-function addressCount(result: {
+export function assignedAddressCount(result: {
   readonly ips: readonly string[];
   readonly prefixes: readonly string[];
 }): number {
-  return result.ips.length + result.prefixes.length * ADDRESSES_PER_IPV4_PREFIX;
+  return addressesTaken(result.ips.length, result.prefixes.length);
 }
 
 function refused(refusals: Refusals, list: keyof Refusals, id: string): Refusals {

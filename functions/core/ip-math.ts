@@ -10,6 +10,23 @@ import { InvalidInputError } from './errors.ts';
 export const ADDRESSES_PER_IPV4_PREFIX = 16;
 
 /**
+ * How many addresses secondary IPs and /28 prefixes take from their subnet, every member of a /28
+ * counted: the one count of what an assign consumes, for the subnet free counts on both sides of
+ * the EC2 port and for the metrics.
+ */
+export function addressesTaken(ipCount: number, prefixCount: number): number {
+  return ipCount + prefixCount * ADDRESSES_PER_IPV4_PREFIX;
+}
+
+/** What a new ENI takes from its subnet: its primary address, then its secondary IPs and /28s. */
+export function addressesTakenByNewEni(eni: {
+  readonly secondaryIps: readonly string[];
+  readonly prefixes: readonly string[];
+}): number {
+  return 1 + addressesTaken(eni.secondaryIps.length, eni.prefixes.length);
+}
+
+/**
  * The largest block `expandCidr` will list (a /16). Listing is meant for /28 prefixes and small
  * ranges; refusing bigger blocks keeps a malformed prefix from producing millions of strings.
  */

@@ -1,4 +1,4 @@
-import { ADDRESSES_PER_IPV4_PREFIX } from './ip-math.ts';
+import { ADDRESSES_PER_IPV4_PREFIX, addressesTaken } from './ip-math.ts';
 import type { EniState, InstanceLimits, NodeKnobs } from './model.ts';
 
 /**
@@ -58,9 +58,7 @@ export function effectiveIpLimitPerEni(context: EniLimitContext, eni?: EniState)
  * secondary IPs + 16 per /28 prefix + 1 for the primary when `usePrimaryAddress`.
  */
 export function eniAddressCount(eni: EniState, usePrimaryAddress: boolean): number {
-  return (
-    eni.secondaryIps.length + eni.prefixes.length * ADDRESSES_PER_IPV4_PREFIX + (usePrimaryAddress ? 1 : 0)
-  );
+  return addressesTaken(eni.secondaryIps.length, eni.prefixes.length) + (usePrimaryAddress ? 1 : 0);
 }
 
 /** Room on the ENI in addresses: `max(effective limit - address count, 0)` (cilium `availableOnENI`). */

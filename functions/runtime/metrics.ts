@@ -1,4 +1,5 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { assignedAddressCount } from '../core/allocation-round.ts';
 import type { AllocationOutcome } from '../services/allocate-node.ts';
 import type { GarbageCollectionSummary, RetireOutcome } from '../services/node-lifecycle.ts';
 import type { SweepSummary } from '../services/sweep.ts';
@@ -26,10 +27,12 @@ export function allocationMetrics(outcome: AllocationOutcome): MetricPoint[] {
     case 'busy':
       return [count('ipam_allocation_busy', 1)];
     case 'reconciled': {
-      const created = outcome.actions.filter((action) => action.startsWith('create-eni:')).length;
-      const assigned = outcome.actions
-        .filter((action) => action.startsWith('assign:'))
-        .reduce((sum, action) => sum + Number(action.split(':')[2] ?? 0), 0);
+      let created = 0;
+      let assigned = 0;
+      for (const result of outcome.results) {
+        if (result.kind === 'created') created++;
+        if (result.kind === 'assigned') assigned += assignedAddressCount(result);
+      }
       return [
         count('ipam_needed_ips', outcome.neededIps),
         count('ipam_interface_creation_ops', created),

@@ -2,7 +2,6 @@ import { type AgentDemand, agentDemandOf } from '../core/agent-protocol.ts';
 import {
   type AllocationObservation,
   type AllocationState,
-  actionsOf,
   allocationContent,
   applyStepResult,
   initialAllocationState,
@@ -116,7 +115,11 @@ export type AllocationOutcome =
   | {
       readonly kind: 'reconciled';
       readonly recordVersion: number | undefined;
-      readonly actions: readonly string[];
+      /**
+       * Every answer EC2 confirmed, in order (`StepResult`): what was created, assigned, repaired or
+       * refused. The metrics count them; nothing parses them back from text.
+       */
+      readonly results: readonly StepResult[];
       readonly neededIps: number;
       readonly blocked?: RecordedError;
       /** The agent's protocol as observed (absent without a trusted CiliumNode). */
@@ -168,7 +171,7 @@ async function allocateOnce(
   return {
     kind: 'reconciled',
     recordVersion: (written ?? observation.record)?.version,
-    actions: actionsOf(run.state.results),
+    results: run.state.results,
     neededIps: demand.neededIps,
     ...(run.state.blocked ? { blocked: run.state.blocked } : {}),
     ...(observation.demand ? { agentProtocol: observation.demand.protocol } : {}),

@@ -255,8 +255,8 @@ describe('one new ENI', () => {
     );
 
     const next = await allocateNode(instance.instanceId, harness.dependencies());
-    expect(next.kind === 'reconciled' && next.actions).toEqual([
-      `repair-delete-on-termination:${eni?.networkInterfaceId}`,
+    expect(next.kind === 'reconciled' && next.results).toEqual([
+      { kind: 'repaired', eniId: eni?.networkInterfaceId },
     ]);
     expect(harness.secondaryEnis(instance.instanceId)[0]?.attachment?.deleteOnTermination).toBe(true);
   });

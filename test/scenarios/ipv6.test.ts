@@ -193,9 +193,9 @@ describe('a node that cannot have IPv6, or does not ask for it', () => {
     await agent.driver.observe();
 
     expect(outcome).toMatchObject({ kind: 'reconciled', blocked: { code: 'NoDualStackSubnet' } });
-    expect(
-      outcome.kind === 'reconciled' && outcome.actions.some((action) => action.startsWith('create-eni:')),
-    ).toBe(true);
+    expect(outcome.kind === 'reconciled' && outcome.results.some((result) => result.kind === 'created')).toBe(
+      true,
+    );
     expect(allocationMetrics(outcome)).toContainEqual({
       name: 'ipam_allocation_blocked',
       value: 1,

@@ -14,7 +14,7 @@ import {
 import { isEc2Failure } from '../../core/ec2-failure.ts';
 import { ENI_TAG_KEYS, isOurs, OWNER_TAG_VALUE, tagsForNewEni } from '../../core/eni-ownership.ts';
 import { InvalidInputError } from '../../core/errors.ts';
-import { ADDRESSES_PER_IPV4_PREFIX } from '../../core/ip-math.ts';
+import { addressesTaken, addressesTakenByNewEni } from '../../core/ip-math.ts';
 import { canonicalIpv6Cidr } from '../../core/ipv6-math.ts';
 import type { EniState, Tags } from '../../core/model.ts';
 import type { AssignedAddresses, CreateEniRequest, DetachedEni } from '../../core/ports.ts';
@@ -118,10 +118,7 @@ export class NetworkInterfaces {
     }
     const eni = toDetachedEni(output.NetworkInterface);
     this.subnetOfEni.set(eni.id, request.subnetId);
-    this.subnets.takeAddresses(
-      request.subnetId,
-      1 + eni.secondaryIps.length + eni.prefixes.length * ADDRESSES_PER_IPV4_PREFIX,
-    );
+    this.subnets.takeAddresses(request.subnetId, addressesTakenByNewEni(eni));
     return eni;
   }
 
@@ -191,7 +188,7 @@ export class NetworkInterfaces {
     };
     this.subnets.takeAddresses(
       this.subnetOfEni.get(eniId),
-      assigned.ips.length + assigned.prefixes.length * ADDRESSES_PER_IPV4_PREFIX,
+      addressesTaken(assigned.ips.length, assigned.prefixes.length),
     );
     return assigned;
   }

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   type AllocationObservation,
-  actionsOf,
   allocationContent,
   applyStepResult,
   initialAllocationState,
@@ -109,8 +108,11 @@ describe('one allocation round, as values', () => {
     expect(repair).toMatchObject({ kind: 'repair', eni: { id: 'eni-new' }, justAttached: true });
     const repaired = applyStepResult(created, { kind: 'repaired', eniId: 'eni-new' }, NOW);
     expect(nextAllocationStep(observed, repaired)).toEqual({ kind: 'done' });
-    // Setting the flag on the ENI just created is part of its create-eni action.
-    expect(actionsOf(repaired.results)).toEqual([`create-eni:eni-new:${step.plan.deviceIndex}`]);
+    // The confirmed answers, in order: the create, then the flag on the ENI just created.
+    expect(repaired.results).toMatchObject([
+      { kind: 'created', eni: { id: 'eni-new' }, deviceIndex: step.plan.deviceIndex, fresh: true },
+      { kind: 'repaired', eniId: 'eni-new' },
+    ]);
   });
 
   it('routes around a subnet that refused, for the rest of the invocation', () => {
@@ -127,7 +129,9 @@ describe('one allocation round, as values', () => {
     expect(afterRefusal.refusals.failedSubnetIds).toEqual([refusedSubnet]);
     const second = nextAllocationStep(observed, afterRefusal);
     expect(second.kind === 'create' ? second.plan.subnetCandidates : []).not.toContain(refusedSubnet);
-    expect(actionsOf(afterRefusal.results)).toEqual([]);
+    expect(afterRefusal.results).toEqual([
+      { kind: 'refused', subnetId: refusedSubnet, refusal: 'out-of-addresses' },
+    ]);
   });
 
   it('reports a plan that cannot be carried out as blocked, and records it as the last error', () => {
@@ -169,7 +173,9 @@ describe('one allocation round, as values', () => {
       NOW,
     );
     expect(Object.keys(allocationContent(observed, assigned).cidrReleases ?? {})).toEqual(['10.0.0.11/32']);
-    expect(actionsOf(assigned.results)).toEqual(['assign:eni-0:2']);
+    expect(assigned.results).toEqual([
+      { kind: 'assigned', eniId: 'eni-0', ips: ['10.0.0.10', '10.0.0.12'], prefixes: [] },
+    ]);
   });
 
   it('applying a result never changes the state it was given', () => {

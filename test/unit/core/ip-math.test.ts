@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../../functions/core/errors.ts';
 import {
+  addressesTaken,
+  addressesTakenByNewEni,
   cidrContains,
   expandCidr,
   ipv4ToNumber,
@@ -117,5 +119,22 @@ describe('sortIpv4', () => {
       '10.0.0.10',
       '10.0.1.0',
     ]);
+  });
+});
+
+describe('addressesTaken', () => {
+  it.each([
+    { ips: 0, prefixes: 0, taken: 0 },
+    { ips: 7, prefixes: 0, taken: 7 },
+    { ips: 0, prefixes: 2, taken: 32 },
+    { ips: 3, prefixes: 1, taken: 19 },
+  ])('$ips IPs and $prefixes /28s take $taken addresses', ({ ips, prefixes, taken }) => {
+    expect(addressesTaken(ips, prefixes)).toBe(taken);
+  });
+
+  it('a new ENI takes its primary address too', () => {
+    expect(
+      addressesTakenByNewEni({ secondaryIps: ['10.0.0.6', '10.0.0.7'], prefixes: ['10.0.1.0/28'] }),
+    ).toBe(19);
   });
 });

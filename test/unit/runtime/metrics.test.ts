@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { DetachedEni } from '../../../functions/core/ports.ts';
 import {
   allocationMetrics,
   garbageCollectionMetrics,
@@ -7,27 +8,52 @@ import {
   tallySyncs,
 } from '../../../functions/runtime/metrics.ts';
 
+const detachedEni = (id: string): DetachedEni => ({
+  id,
+  mac: '02:00:00:00:00:01',
+  primaryIp: '10.0.0.5',
+  secondaryIps: [],
+  prefixes: [],
+  subnetId: 'subnet-a',
+  securityGroupIds: [],
+  tags: {},
+  description: '',
+  status: 'available',
+});
+
 const pointValue = (points: readonly MetricPoint[], name: string) =>
   points.find((point) => point.name === name)?.value;
 
 describe('metric points', () => {
   it.each([
     {
-      case: 'a new ENI and an assign',
+      case: 'a new ENI, its repair, two assigns (one of a /28) and a refusal',
       outcome: {
         kind: 'reconciled' as const,
         recordVersion: 3,
-        actions: ['create-eni:eni-1:1', 'assign:eni-0:7'],
+        results: [
+          {
+            kind: 'created' as const,
+            eni: detachedEni('eni-1'),
+            deviceIndex: 1,
+            attachmentId: 'a-1',
+            fresh: true,
+          },
+          { kind: 'repaired' as const, eniId: 'eni-1' },
+          { kind: 'assigned' as const, eniId: 'eni-0', ips: ['10.0.0.20', '10.0.0.21'], prefixes: [] },
+          { kind: 'assigned' as const, eniId: 'eni-2', ips: [], prefixes: ['10.0.1.16/28'] },
+          { kind: 'refused' as const, subnetId: 'subnet-a', refusal: 'out-of-addresses' as const },
+        ],
         neededIps: 0,
       },
-      expected: { ipam_interface_creation_ops: 1, ipam_ip_allocation_ops: 7, ipam_allocation_blocked: 0 },
+      expected: { ipam_interface_creation_ops: 1, ipam_ip_allocation_ops: 18, ipam_allocation_blocked: 0 },
     },
     {
       case: 'a blocked node',
       outcome: {
         kind: 'reconciled' as const,
         recordVersion: 2,
-        actions: [],
+        results: [],
         neededIps: 8,
         blocked: { code: 'NoSuitableSubnet', message: 'none', atEpochMs: 1 },
       },
