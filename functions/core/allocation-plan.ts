@@ -55,25 +55,38 @@ export interface AllocationSnapshot {
   readonly wantsIpv6?: boolean;
   /** The stack-wide prefix-delegation switch (cilium `--aws-enable-prefix-delegation`). */
   readonly prefixDelegationEnabled: boolean;
-  /** Subnets that already refused addresses during this round (InsufficientFreeAddressesInSubnet). */
-  readonly excludedSubnetIds?: readonly string[];
+  /** What refused during this invocation, so the plan routes around it (`PlanRefusals`). */
+  readonly refusals: PlanRefusals;
+}
+
+/**
+ * Subnets and ENIs that refused during this invocation, so the plans that follow route around
+ * them; all are forgotten at the end of the invocation (subnets get addresses back, defragment
+ * and gain IPv6 blocks, so the next invocation asks again):
+ */
+export interface PlanRefusals {
   /**
-   * Subnets that refused a /28 during this invocation (`InsufficientCidrBlocks`: no aligned free
-   * block, i.e. a fragmented subnet) though they may still have single addresses. Consulted only
-   * on a prefix-delegated node: no prefix is planned there again, and single IPs are planned only
-   * once no suitable subnet is left that might give a /28 (see `planAllocation`).
+   * Subnets with too few free addresses (`InsufficientFreeAddressesInSubnet`, the refusal
+   * `subnet-full`): left out of every plan.
    */
-  readonly prefixRefusedSubnetIds?: readonly string[];
+  readonly fullSubnetIds: readonly string[];
   /**
-   * Subnets that refused a /80 during this invocation (an `Ec2Failure` of kind `ipv6-refused`): treated as not dual-stack
-   * until the invocation ends, so the planner neither asks them for IPv6 again nor loops.
+   * Subnets with no free aligned /28 (`InsufficientCidrBlocks`: a fragmented subnet, the refusal
+   * `no-free-prefix`) though they may still give single IPs. Consulted only on a prefix-delegated
+   * node: no prefix is planned there again, and single IPs are planned only once no suitable subnet
+   * is left that might give a /28 (see `planAllocation`).
    */
-  readonly ipv6RefusedSubnetIds?: readonly string[];
+  readonly prefixRefusedSubnetIds: readonly string[];
   /**
-   * ENIs that refused IPv4 addresses for their own limit during this invocation
-   * (`PrivateIpAddressLimitExceeded`: they hold addresses our view lacks): no room on them.
+   * Subnets that refused a /80 (an `Ec2Failure` of kind `ipv6-refused`): treated as not
+   * dual-stack, so the planner neither asks them for IPv6 again nor loops.
    */
-  readonly fullEniIds?: readonly string[];
+  readonly ipv6RefusedSubnetIds: readonly string[];
+  /**
+   * ENIs that refused IPv4 addresses for their own limit (`PrivateIpAddressLimitExceeded`: they
+   * hold addresses our view lacks): no room on them.
+   */
+  readonly fullEniIds: readonly string[];
 }
 
 /**
@@ -205,12 +218,13 @@ interface Ipv6PrefixRequest {
 }
 
 /**
- * The next action for a node. `neededIps` is cilium's `needed` for the snapshot (`recalculate`), carried for
+ * The next step for a node, as the round carries it out (`AllocationStep` is this plan, or a
+ * repair the round itself decides). `neededIps` is cilium's `needed` for the snapshot (`recalculate`), carried for
  * logs and metrics; the requested count may exceed it by up to `max-above-watermark` (cilium
  * `MaxIPsToAllocate = needed + maxAboveWatermark`; the pending-pod surge is not modelled).
  */
 export type AllocationPlan =
-  | { readonly kind: 'none'; readonly reason: NoAllocationReason; readonly neededIps: number }
+  | { readonly kind: 'done'; readonly reason: NoAllocationReason; readonly neededIps: number }
   | ({
       readonly kind: 'assign';
       /** An existing, non-excluded ENI with room (`AssignPrivateIpAddresses` target). */
@@ -221,7 +235,7 @@ export type AllocationPlan =
       PrefixFallbackMark &
       Ipv6PrefixRequest)
   | ({
-      readonly kind: 'create-eni';
+      readonly kind: 'create';
       /** The first free device index at or above `first-interface-index`. */
       readonly deviceIndex: number;
       /** Subnet ids to create in, best first; the rest are fallbacks for InsufficientFreeAddressesInSubnet. */
@@ -237,18 +251,18 @@ export type AllocationPlan =
 
 /**
  * The next allocation action for the node, first rule that applies:
- * 1. instance not `running` → `none` / `instance-not-running`;
+ * 1. instance not `running` → `done` / `instance-not-running`;
  * 2. limits unknown → `blocked` / `UnknownInstanceLimits`; no ENI observed → `blocked` /
  *    `NoInterfacesObserved` (cilium "unable to retrieve ENIs"); a knob that cannot be honoured
  *    (`refusedKnob`: malformed, or a first interface index the type does not have) → `blocked`;
- * 3. `neededIps = 0` → `none`: `max-allocate-reached` or `instance-at-capacity` when only the cap
+ * 3. `neededIps = 0` → `done`: `max-allocate-reached` or `instance-at-capacity` when only the cap
  *    held demand back, else `pool-satisfied`;
  * 4. then, in the node's address mode (`planInMode`): fill an existing ENI, else create one.
  *
  * On a prefix-delegated node (cilium `IsPrefixDelegated`) the mode is /28 prefixes, and
  * subnets that refused a /28 this invocation (`prefixRefusedSubnetIds`) are left out of both steps:
  * a. `assign` prefixes to an ENI whose subnet did not refuse;
- * b. else `create-eni` with prefixes in a suitable subnet that did not refuse. So when the ENI to
+ * b. else `create` with prefixes in a suitable subnet that did not refuse. So when the ENI to
  *    fill sits in a fragmented subnet and a device slot is free, a new ENI in another suitable
  *    subnet gets prefixes before anything falls back (cilium retries no other subnet, #46644, and
  *    falls back to IPs on the same ENI at once, `AllocateIPs`): a slot that holds a /28 holds
@@ -264,7 +278,7 @@ export type AllocationPlan =
  */
 export function planAllocation(snapshot: AllocationSnapshot): AllocationPlan {
   const { instance, limits, enis } = snapshot;
-  if (instance.state !== 'running') return { kind: 'none', reason: 'instance-not-running', neededIps: 0 };
+  if (instance.state !== 'running') return { kind: 'done', reason: 'instance-not-running', neededIps: 0 };
   if (limits === undefined) {
     return {
       kind: 'blocked',
@@ -321,7 +335,7 @@ function refusedKnob(snapshot: AllocationSnapshot, limits: InstanceLimits): Allo
 function planIpv4(snapshot: AllocationSnapshot, limits: InstanceLimits, demand: PoolDemand): AllocationPlan {
   const { knobs } = snapshot;
   const { neededIps, prefixDelegation } = demand;
-  if (neededIps === 0) return { kind: 'none', reason: reasonNothingNeeded(demand, knobs), neededIps };
+  if (neededIps === 0) return { kind: 'done', reason: reasonNothingNeeded(demand, knobs), neededIps };
 
   const context: ModeContext = {
     snapshot,
@@ -330,13 +344,12 @@ function planIpv4(snapshot: AllocationSnapshot, limits: InstanceLimits, demand: 
     maxIpsToAllocate: neededIps + knobs.maxAboveWatermark,
     limitContext: { limits, usePrimaryAddress: knobs.usePrimaryAddress, prefixDelegation },
   };
-  const subnetsOutOfAddresses = snapshot.excludedSubnetIds ?? [];
-  if (!prefixDelegation) return planInMode(context, 'ips', subnetsOutOfAddresses);
+  const { fullSubnetIds, prefixRefusedSubnetIds } = snapshot.refusals;
+  if (!prefixDelegation) return planInMode(context, 'ips', fullSubnetIds);
 
-  const prefixRefused = snapshot.prefixRefusedSubnetIds ?? [];
-  const withPrefixes = planInMode(context, 'prefixes', [...subnetsOutOfAddresses, ...prefixRefused]);
-  if (isAction(withPrefixes) || prefixRefused.length === 0) return withPrefixes;
-  const withIps = planInMode(context, 'ips', subnetsOutOfAddresses);
+  const withPrefixes = planInMode(context, 'prefixes', [...fullSubnetIds, ...prefixRefusedSubnetIds]);
+  if (isAction(withPrefixes) || prefixRefusedSubnetIds.length === 0) return withPrefixes;
+  const withIps = planInMode(context, 'ips', fullSubnetIds);
   return isAction(withIps) ? { ...withIps, prefixFallback: true } : withIps;
 }
 
@@ -350,39 +363,39 @@ interface ModeContext {
   readonly limitContext: EniLimitContext;
 }
 
-type ActionPlan = Extract<AllocationPlan, { kind: 'assign' | 'create-eni' }>;
+type ActionPlan = Extract<AllocationPlan, { kind: 'assign' | 'create' }>;
 
 function isAction(plan: AllocationPlan): plan is ActionPlan {
-  return plan.kind === 'assign' || plan.kind === 'create-eni';
+  return plan.kind === 'assign' || plan.kind === 'create';
 }
 
 /**
  * Fill, else create, asking for `mode` (cilium `PrepareIPAllocation` → `AllocateIPs`, else
- * `CreateInterface`), with `excludedSubnetIds` left out:
+ * `CreateInterface`), with `refusedSubnetIds` left out:
  * 1. an existing ENI can take addresses (`orderEnisToFill`; on a prefix-delegated node it needs a
  *    free slot) → `assign` `count = min(room on ENI, free slots, subnet free, needed +
  *    maxAboveWatermark)`; in prefixes `prefixCount = min(ceil(count / 16), free slots)`. In IPs on
  *    a prefix-delegated node (the fallback), an ENI that already holds prefixes is preferred;
- * 2. no free device slot → `none` / `instance-at-capacity`, or `blocked` /
+ * 2. no free device slot → `done` / `instance-at-capacity`, or `blocked` /
  *    `NoSubnetWithFreeAddresses` when ENIs have room but their subnets are exhausted;
  * 3. no subnet (`chooseSubnets`) → `blocked` / `NoSuitableSubnet`; no security group
  *    (`chooseSecurityGroups`) → `blocked` / `NoSecurityGroups`;
- * 4. otherwise `create-eni` with `ipCount = min(needed + maxAboveWatermark, ipv4PerInterface - 1)`,
+ * 4. otherwise `create` with `ipCount = min(needed + maxAboveWatermark, ipv4PerInterface - 1)`,
  *    or in prefixes `prefixCount = ceil(min(needed + maxAboveWatermark,
  *    (ipv4PerInterface - 1) × 16) / 16)` (the 1.20 rule, `4054d73f2e`).
  */
 function planInMode(
   context: ModeContext,
   mode: 'prefixes' | 'ips',
-  excludedSubnetIds: readonly string[],
+  refusedSubnetIds: readonly string[],
 ): AllocationPlan {
-  const fill = fillPlan(context, mode, excludedSubnetIds);
+  const fill = fillPlan(context, mode, refusedSubnetIds);
   if (fill !== undefined) return fill;
   const { snapshot, limits, neededIps, maxIpsToAllocate, limitContext } = context;
   const { instance, enis, knobs } = snapshot;
   const deviceIndex = freeDeviceIndex(snapshot, limits);
   if (deviceIndex === undefined) {
-    if (anyEniHasRoom({ enis, knobs, limitContext, fullEniIds: snapshot.fullEniIds })) {
+    if (anyEniHasRoom({ enis, knobs, limitContext, fullEniIds: snapshot.refusals.fullEniIds })) {
       return {
         kind: 'blocked',
         code: 'NoSubnetWithFreeAddresses',
@@ -391,11 +404,11 @@ function planInMode(
           'and no device slot is free for an ENI in another subnet',
       };
     }
-    return { kind: 'none', reason: 'instance-at-capacity', neededIps };
+    return { kind: 'done', reason: 'instance-at-capacity', neededIps };
   }
 
-  const subnetCandidates = newEniSubnets(snapshot, limits, excludedSubnetIds);
-  if (subnetCandidates.length === 0) return noSubnetPlan(snapshot, excludedSubnetIds);
+  const subnetCandidates = newEniSubnets(snapshot, limits, refusedSubnetIds);
+  if (subnetCandidates.length === 0) return noSubnetPlan(snapshot, refusedSubnetIds);
   const secondaryIpsPerEni = Math.max(limits.ipv4PerInterface - 1, 0);
   const request: AddressRequest =
     mode === 'prefixes'
@@ -406,8 +419,8 @@ function planInMode(
         }
       : { ipCount: Math.min(maxIpsToAllocate, secondaryIpsPerEni) };
   const plan = createEniPlan(snapshot, { deviceIndex, subnetCandidates, neededIps }, request);
-  if (plan.kind === 'create-eni' && (request.ipCount ?? request.prefixCount) === 0) {
-    return { kind: 'none', reason: 'instance-at-capacity', neededIps };
+  if (plan.kind === 'create' && (request.ipCount ?? request.prefixCount) === 0) {
+    return { kind: 'done', reason: 'instance-at-capacity', neededIps };
   }
   return plan;
 }
@@ -419,7 +432,7 @@ function planInMode(
 function fillPlan(
   context: ModeContext,
   mode: 'prefixes' | 'ips',
-  excludedSubnetIds: readonly string[],
+  refusedSubnetIds: readonly string[],
 ): AllocationPlan | undefined {
   const { snapshot, neededIps, maxIpsToAllocate, limitContext } = context;
   const { enis, knobs } = snapshot;
@@ -428,8 +441,8 @@ function fillPlan(
     subnets: snapshot.subnets,
     knobs,
     limitContext,
-    excludedSubnetIds,
-    fullEniIds: snapshot.fullEniIds,
+    refusedSubnetIds,
+    fullEniIds: snapshot.refusals.fullEniIds,
   });
   const fillTarget =
     mode === 'ips' && limitContext.prefixDelegation
@@ -460,11 +473,11 @@ function freeDeviceIndex(snapshot: AllocationSnapshot, limits: InstanceLimits): 
     : undefined;
 }
 
-/** The subnets a new ENI may go to, best first (`chooseSubnets`), without `excludedSubnetIds`. */
+/** The subnets a new ENI may go to, best first (`chooseSubnets`), without `refusedSubnetIds`. */
 function newEniSubnets(
   snapshot: AllocationSnapshot,
   limits: InstanceLimits,
-  excludedSubnetIds: readonly string[],
+  refusedSubnetIds: readonly string[],
 ): string[] {
   return subnetIdsOf(
     chooseSubnets({
@@ -472,13 +485,13 @@ function newEniSubnets(
       subnets: snapshot.subnets,
       knobs: snapshot.knobs,
       ipv4PerInterface: limits.ipv4PerInterface,
-      excludedSubnetIds,
+      refusedSubnetIds,
     }),
   );
 }
 
 /**
- * `create-eni` at the placement with `request`, the node's security groups (`chooseSecurityGroups`),
+ * `create` at the placement with `request`, the node's security groups (`chooseSecurityGroups`),
  * cilium's description and the node's delete-on-termination; or the security groups' `blocked`.
  */
 function createEniPlan(
@@ -499,7 +512,7 @@ function createEniPlan(
   });
   if (securityGroups.kind === 'blocked') return securityGroups;
   return {
-    kind: 'create-eni',
+    kind: 'create',
     deviceIndex: placement.deviceIndex,
     subnetCandidates: [...placement.subnetCandidates],
     securityGroupIds: securityGroups.securityGroupIds,
@@ -516,10 +529,10 @@ function createEniPlan(
  *    delegates prefixes only there): an IPv4 action as it is, else `blocked` / `Ipv6NotSupported`;
  * 2. `assign` to an ENI that can hold a /80 (`ipv6CapableEnis`): that plan with `ipv6PrefixCount`
  *    (cilium asks on the ENI chosen for IPv4);
- * 3. `create-eni` whose first subnet is dual-stack: that plan with `ipv6PrefixCount`, its subnets
+ * 3. `create` whose first subnet is dual-stack: that plan with `ipv6PrefixCount`, its subnets
  *    cut to the dual-stack ones (a fallback subnet must take the /80 too);
  * 4. any other IPv4 action as it is: the /80 follows in the next round;
- * 5. no IPv4 action (`none`, `blocked`): the /80 alone (`planIpv6PrefixAlone`), except that an IPv4
+ * 5. no IPv4 action (`done`, `blocked`): the /80 alone (`planIpv6PrefixAlone`), except that an IPv4
  *    `blocked` is reported before an IPv6 one.
  * IPv4 is served whatever happens to IPv6 (an agent with IPv6 waits for both; IPv4-only pods do not).
  */
@@ -534,7 +547,7 @@ function withIpv6Prefix(
     const capable = supported && ipv6CapableEnis(snapshot, limits).some((eni) => eni.id === ipv4.eniId);
     return capable ? { ...ipv4, ipv6PrefixCount: 1 } : ipv4;
   }
-  if (ipv4.kind === 'create-eni') return supported ? withIpv6OnNewEni(ipv4, snapshot) : ipv4;
+  if (ipv4.kind === 'create') return supported ? withIpv6OnNewEni(ipv4, snapshot) : ipv4;
   const alone = supported
     ? planIpv6PrefixAlone(snapshot, limits, neededIps)
     : ({
@@ -547,7 +560,7 @@ function withIpv6Prefix(
   return alone.kind === 'blocked' && ipv4.kind === 'blocked' ? ipv4 : alone;
 }
 
-type CreatePlan = Extract<AllocationPlan, { kind: 'create-eni' }>;
+type CreatePlan = Extract<AllocationPlan, { kind: 'create' }>;
 
 function withIpv6OnNewEni(plan: CreatePlan, snapshot: AllocationSnapshot): CreatePlan {
   const dualStack = dualStackSubnetIds(snapshot);
@@ -566,7 +579,7 @@ function withIpv6OnNewEni(plan: CreatePlan, snapshot: AllocationSnapshot): Creat
  * 1. an ENI that can hold it (`ipv6CapableEnis`, lowest device index first): `assign` with
  *    `ipCount: 0` and `ipv6PrefixCount`;
  * 2. a free device slot, a dual-stack subnet among those a new ENI may go to (`chooseSubnets`, in
- *    its order) and security groups: `create-eni` with only the ENI's primary IPv4 and the /80;
+ *    its order) and security groups: `create` with only the ENI's primary IPv4 and the /80;
  * 3. otherwise `blocked` / `NoDualStackSubnet` (or the security groups' `blocked`): the node keeps
  *    its IPv4, and its CiliumNode says why its agent gets no IPv6.
  */
@@ -588,7 +601,7 @@ function planIpv6PrefixAlone(
   }
   const deviceIndex = freeDeviceIndex(snapshot, limits);
   const dualStack = dualStackSubnetIds(snapshot);
-  const subnetCandidates = newEniSubnets(snapshot, limits, snapshot.excludedSubnetIds ?? []).filter(
+  const subnetCandidates = newEniSubnets(snapshot, limits, snapshot.refusals.fullSubnetIds).filter(
     (subnetId) => dualStack.has(subnetId),
   );
   if (deviceIndex !== undefined && subnetIdsNameNothingHere(snapshot)) return subnetIdsUnusable(snapshot);
@@ -627,7 +640,7 @@ function ipv6CapableEnis(snapshot: AllocationSnapshot, limits: InstanceLimits): 
 
 /** Subnets with an IPv6 block that have not refused a /80 during this invocation. */
 function dualStackSubnetIds(snapshot: AllocationSnapshot): Set<string> {
-  const refused = new Set(snapshot.ipv6RefusedSubnetIds ?? []);
+  const refused = new Set(snapshot.refusals.ipv6RefusedSubnetIds);
   return new Set(
     snapshot.subnets
       .filter((subnet) => subnet.ipv6Cidr !== undefined && !refused.has(subnet.id))
@@ -637,7 +650,7 @@ function dualStackSubnetIds(snapshot: AllocationSnapshot): Set<string> {
 
 function noDualStackSubnetMessage(snapshot: AllocationSnapshot, noFreeSlot: boolean): string {
   const { instance, knobs } = snapshot;
-  const refused = snapshot.ipv6RefusedSubnetIds ?? [];
+  const refused = snapshot.refusals.ipv6RefusedSubnetIds;
   const where = noFreeSlot
     ? 'no device slot is free for an ENI in a dual-stack subnet'
     : 'no subnet a new ENI may go to has an IPv6 CIDR block';

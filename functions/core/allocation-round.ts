@@ -2,6 +2,7 @@ import type { AgentDemand } from './agent-protocol.ts';
 import {
   type AllocationPlan,
   computePoolDemand,
+  type PlanRefusals,
   type PoolDemand,
   planAllocation,
 } from './allocation-plan.ts';
@@ -69,21 +70,11 @@ export interface AllocationObservation {
 }
 
 /**
- * Subnets and ENIs that refused during this invocation, so later rounds route around them:
- * `failedSubnetIds` had too few free addresses (InsufficientFreeAddressesInSubnet),
- * `prefixRefusedSubnetIds` had no free aligned /28 (InsufficientCidrBlocks, a fragmented subnet)
- * though they may still give single IPs, `ipv6RefusedSubnetIds` refused a /80 though they still
- * give IPv4, `fullEniIds` refused IPv4 addresses for their own limit, and `unrepairedEniIds` were
- * just attached but refused delete-on-termination (retried by the next invocation, as a repair of
- * what is recorded without the flag). All are forgotten at
- * the end of the invocation: subnets get addresses back, defragment and gain IPv6 blocks, so the
- * next invocation asks again.
+ * What refused during this invocation: the planner's `PlanRefusals`, and `unrepairedEniIds`, ENIs
+ * just attached that refused delete-on-termination (retried by the next invocation, as a repair of
+ * what is recorded without the flag). All are forgotten at the end of the invocation.
  */
-interface Refusals {
-  readonly failedSubnetIds: readonly string[];
-  readonly prefixRefusedSubnetIds: readonly string[];
-  readonly ipv6RefusedSubnetIds: readonly string[];
-  readonly fullEniIds: readonly string[];
+interface Refusals extends PlanRefusals {
   readonly unrepairedEniIds: readonly string[];
 }
 
@@ -100,19 +91,16 @@ export interface AllocationState {
 }
 
 export type AssignPlan = Extract<AllocationPlan, { kind: 'assign' }>;
-export type CreatePlan = Extract<AllocationPlan, { kind: 'create-eni' }>;
+export type CreatePlan = Extract<AllocationPlan, { kind: 'create' }>;
 
+/** The next step: a repair, else the planner's plan itself (`assign`, `create`, `blocked`, `done`). */
 export type AllocationStep =
   /**
    * Set delete-on-termination on an attachment of ours that lacks it: every ENI this invocation
    * attached (`justAttached`: EC2 may not list the attachment yet), after the record holding its
    * addresses was written, or one a crash left without the flag.
    */
-  | { readonly kind: 'repair'; readonly eni: EniState; readonly justAttached: boolean }
-  | { readonly kind: 'assign'; readonly plan: AssignPlan }
-  | { readonly kind: 'create'; readonly plan: CreatePlan }
-  | { readonly kind: 'blocked'; readonly code: string; readonly message: string }
-  | { readonly kind: 'done' };
+  { readonly kind: 'repair'; readonly eni: EniState; readonly justAttached: boolean } | AllocationPlan;
 
 export type MutatingStep = Extract<AllocationStep, { kind: 'repair' | 'assign' | 'create' }>;
 
@@ -141,7 +129,7 @@ export type StepResult =
   | {
       readonly kind: 'refused';
       readonly subnetId: string;
-      readonly refusal: 'out-of-addresses' | 'no-free-prefix' | 'ipv6-refused';
+      readonly refusal: 'subnet-full' | 'no-free-prefix' | 'ipv6-refused';
     }
   /**
    * A new (or adopted orphan) ENI attached at `deviceIndex`, delete-on-termination not set yet (a
@@ -172,7 +160,7 @@ export function initialAllocationState(
     enis: observation.enis,
     subnets: observation.subnets,
     refusals: {
-      failedSubnetIds: [],
+      fullSubnetIds: [],
       prefixRefusedSubnetIds: [],
       ipv6RefusedSubnetIds: [],
       fullEniIds: [],
@@ -205,31 +193,21 @@ export function nextAllocationStep(
     );
     return { kind: 'repair', eni: repair, justAttached };
   }
-  const plan = planAllocation({
-    instance: observation.instance,
-    limits: observation.limits,
-    enis: state.enis,
-    subnets: state.subnets,
-    securityGroups: observation.securityGroups,
-    knobs: observation.knobs,
+  // The observation's facts and the state's ENIs, subnets and refusals; the plan is the step.
+  const { instance, limits, securityGroups, knobs, prefixDelegationEnabled } = observation;
+  const { enis, subnets, refusals } = state;
+  return planAllocation({
+    instance,
+    limits,
+    securityGroups,
+    knobs,
+    prefixDelegationEnabled,
+    enis,
+    subnets,
+    refusals,
     usedIpCount: usedIpCount(observation),
     wantsIpv6: observation.demand?.wantsIpv6,
-    prefixDelegationEnabled: observation.prefixDelegationEnabled,
-    excludedSubnetIds: state.refusals.failedSubnetIds,
-    prefixRefusedSubnetIds: state.refusals.prefixRefusedSubnetIds,
-    ipv6RefusedSubnetIds: state.refusals.ipv6RefusedSubnetIds,
-    fullEniIds: state.refusals.fullEniIds,
   });
-  switch (plan.kind) {
-    case 'assign':
-      return { kind: 'assign', plan };
-    case 'create-eni':
-      return { kind: 'create', plan };
-    case 'blocked':
-      return { kind: 'blocked', code: plan.code, message: plan.message };
-    case 'none':
-      return { kind: 'done' };
-  }
 }
 
 /** The state with `blocked` recorded. */
@@ -283,7 +261,7 @@ export function applyStepResult(
 }
 
 const REFUSAL_LISTS = {
-  'out-of-addresses': 'failedSubnetIds',
+  'subnet-full': 'fullSubnetIds',
   'no-free-prefix': 'prefixRefusedSubnetIds',
   'ipv6-refused': 'ipv6RefusedSubnetIds',
 } as const satisfies Record<Extract<StepResult, { kind: 'refused' }>['refusal'], keyof Refusals>;

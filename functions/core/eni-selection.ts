@@ -57,8 +57,11 @@ export interface FillOrderInputs {
   readonly subnets: readonly SubnetView[];
   readonly knobs: Pick<NodeKnobs, 'firstInterfaceIndex' | 'excludeInterfaceTags'>;
   readonly limitContext: EniLimitContext;
-  /** Subnets that already refused addresses this round (InsufficientFreeAddressesInSubnet). */
-  readonly excludedSubnetIds?: readonly string[];
+  /**
+   * Subnets that refused what this plan would ask for during this invocation: the full ones, and on
+   * a prefix-delegated node those without a free /28 (`PlanRefusals`).
+   */
+  readonly refusedSubnetIds?: readonly string[];
   /** ENIs EC2 called full this invocation (PrivateIpAddressLimitExceeded): no room, whatever our view. */
   readonly fullEniIds?: readonly string[];
 }
@@ -68,20 +71,20 @@ export interface FillOrderInputs {
  * 1. it is not excluded (`isExcluded`) and EC2 has not called it full (`fullEniIds`);
  * 2. it has room (`roomOnEniIps > 0`), and on a prefix-delegated node also a free address slot
  *    for a /28;
- * 3. its subnet is known and reports `availableAddresses > 0`, and is not in `excludedSubnetIds`.
+ * 3. its subnet is known and reports `availableAddresses > 0`, and is not in `refusedSubnetIds`.
  * Order: lowest device index first, then ENI id. This mirrors cilium `PrepareIPAllocation`
  * (https://github.com/cilium/cilium/blob/507103c61f/pkg/aws/eni/node.go) except that cilium's `PrepareIPAllocation` takes the first
  * candidate in Go map order (non-deterministic); ours is stable so retries plan the same action.
  */
 export function orderEnisToFill(inputs: FillOrderInputs): EniFillCandidate[] {
   const subnetsById = new Map(inputs.subnets.map((subnet) => [subnet.id, subnet]));
-  const excludedSubnetIds = new Set(inputs.excludedSubnetIds ?? []);
+  const refusedSubnetIds = new Set(inputs.refusedSubnetIds ?? []);
   const fullEniIds = new Set(inputs.fullEniIds ?? []);
   const candidates: EniFillCandidate[] = [];
   for (const eni of inputs.enis) {
     if (isExcluded(eni, inputs.knobs) || fullEniIds.has(eni.id)) continue;
     const subnet = subnetsById.get(eni.subnetId);
-    if (subnet === undefined || subnet.availableAddresses <= 0 || excludedSubnetIds.has(subnet.id)) continue;
+    if (subnet === undefined || subnet.availableAddresses <= 0 || refusedSubnetIds.has(subnet.id)) continue;
     const roomIps = roomOnEniIps(inputs.limitContext, eni);
     const freeSlots = freeAddressSlots(inputs.limitContext.limits, eni);
     const hasRoom = roomIps > 0 && (!inputs.limitContext.prefixDelegation || freeSlots > 0);
@@ -97,7 +100,7 @@ export function orderEnisToFill(inputs: FillOrderInputs): EniFillCandidate[] {
  * True when some non-excluded ENI still has room, whatever its subnet's state: distinguishes
  * "instance full" from "ENIs have room but their subnets are exhausted".
  */
-export function anyEniHasRoom(inputs: Omit<FillOrderInputs, 'subnets' | 'excludedSubnetIds'>): boolean {
+export function anyEniHasRoom(inputs: Omit<FillOrderInputs, 'subnets' | 'refusedSubnetIds'>): boolean {
   const fullEniIds = new Set(inputs.fullEniIds ?? []);
   return inputs.enis.some(
     (eni) =>

@@ -21,13 +21,13 @@ export interface SubnetChoiceInputs {
   readonly knobs: Pick<NodeKnobs, 'subnetIds' | 'subnetTags'>;
   /** `Ipv4AddressesPerInterface` of the instance type: the node subnet must have this many free. */
   readonly ipv4PerInterface: number;
-  /** Subnets to skip, e.g. those that already refused this round. */
-  readonly excludedSubnetIds?: readonly string[];
+  /** Subnets to skip: those that refused what the plan would ask for during this invocation. */
+  readonly refusedSubnetIds?: readonly string[];
 }
 
 /**
  * The subnets a new ENI may be created in, best first. Only subnets in the instance's VPC and
- * availability zone with `availableAddresses > 0` and not in `excludedSubnetIds` are eligible. In
+ * availability zone with `availableAddresses > 0` and not in `refusedSubnetIds` are eligible. In
  * order, each subnet listed once at its first matching rule:
  * 1. `subnet-ids` (when set): the listed subnets, most free addresses first;
  * 2. `subnet-tags` (when set): subnets carrying all the tags, most free first;
@@ -122,7 +122,7 @@ export function subnetIdsOf(candidates: readonly SubnetCandidate[]): string[] {
 
 /** Subnets in the instance's VPC and zone that have free addresses and were not excluded. */
 function eligibleSubnets(inputs: SubnetChoiceInputs): SubnetView[] {
-  const excluded = new Set(inputs.excludedSubnetIds ?? []);
+  const excluded = new Set(inputs.refusedSubnetIds ?? []);
   return inputs.subnets.filter(
     (subnet) =>
       subnet.vpcId === inputs.instance.vpcId &&

@@ -71,11 +71,11 @@ export async function executeStep(
     case 'repair':
       return confirm(await repairDeleteOnTermination(step, context, deps));
     case 'assign':
-      logPrefixFallback(step.plan, context, deps.log);
-      return assignPlanned(step.plan, context, confirm, deps);
+      logPrefixFallback(step, context, deps.log);
+      return assignPlanned(step, context, confirm, deps);
     case 'create':
-      logPrefixFallback(step.plan, context, deps.log);
-      return createAndAttachEni(step.plan, context, confirm, deps);
+      logPrefixFallback(step, context, deps.log);
+      return createAndAttachEni(step, context, confirm, deps);
   }
 }
 
@@ -230,7 +230,7 @@ async function adoptUnrecordedAddresses(
   return { kind: 'adopted', eniId: eni.id, ips, prefixes };
 }
 
-type SubnetRefusal = 'out-of-addresses' | 'no-free-prefix';
+type SubnetRefusal = 'subnet-full' | 'no-free-prefix';
 
 /**
  * Which refusal an EC2 failure is, or `undefined` for any other error (rethrown by the caller).
@@ -239,9 +239,8 @@ type SubnetRefusal = 'out-of-addresses' | 'no-free-prefix';
  * of single IPs the latter can only mean the subnet is out of addresses.
  */
 function subnetRefusalOf(error: unknown, requestedPrefixes: boolean): SubnetRefusal | undefined {
-  if (isEc2Failure(error, 'subnet-full')) return 'out-of-addresses';
-  if (isEc2Failure(error, 'prefix-capacity'))
-    return requestedPrefixes ? 'no-free-prefix' : 'out-of-addresses';
+  if (isEc2Failure(error, 'subnet-full')) return 'subnet-full';
+  if (isEc2Failure(error, 'prefix-capacity')) return requestedPrefixes ? 'no-free-prefix' : 'subnet-full';
   return undefined;
 }
 
@@ -351,7 +350,7 @@ async function createInFirstSubnetWithRoom(
   const { refusals } = context.state;
   const requestsPrefixes = plan.prefixCount !== undefined;
   for (const subnetId of plan.subnetCandidates) {
-    if (refusals.failedSubnetIds.includes(subnetId)) continue;
+    if (refusals.fullSubnetIds.includes(subnetId)) continue;
     if (requestsPrefixes && refusals.prefixRefusedSubnetIds.includes(subnetId)) continue;
     try {
       return await deps.ec2.createEni(createRequest(plan, subnetId, context, deps));

@@ -7,7 +7,7 @@ import {
   planAllocation,
 } from '../../../functions/core/allocation-plan.ts';
 import type { EniState, InstanceLimits } from '../../../functions/core/model.ts';
-import { eni, INSTANCE_ID, instance, knobs, M5_LARGE, NODE_SUBNET, subnet } from './fixtures.ts';
+import { eni, INSTANCE_ID, instance, knobs, M5_LARGE, NODE_SUBNET, refused, subnet } from './fixtures.ts';
 
 /**
  * The /80 a 1.20 agent with IPv6 asks for (functions/README.md, *Agent protocols*): cilium's
@@ -38,6 +38,7 @@ function snapshot(overrides: Partial<AllocationSnapshot> = {}): AllocationSnapsh
     usedIpCount: 0,
     wantsIpv6: true,
     prefixDelegationEnabled: false,
+    refusals: refused(),
     ...overrides,
   };
 }
@@ -122,7 +123,7 @@ function create(fields: {
 }): AllocationPlan {
   const { ipv6, ...rest } = fields;
   return {
-    kind: 'create-eni',
+    kind: 'create',
     subnetCandidates: ['subnet-node'],
     securityGroupIds: NODE_GROUPS,
     description: `Cilium-CNI (${INSTANCE_ID})`,
@@ -156,7 +157,7 @@ describe('planAllocation with an agent that asks for IPv6', () => {
     {
       case: 'IPv4 satisfied and the /80 there: nothing',
       snapshot: snapshot({ enis: [eth0, withPrefix(filled(1))] }),
-      plan: { kind: 'none', reason: 'pool-satisfied', neededIps: 0 },
+      plan: { kind: 'done', reason: 'pool-satisfied', neededIps: 0 },
     },
     {
       case: 'the IPv4 ENI is in an IPv4-only subnet: IPv4 first, the /80 follows',
@@ -218,7 +219,10 @@ describe('planAllocation with an agent that asks for IPv6', () => {
     },
     {
       case: 'a dual-stack subnet that refused a /80 this invocation counts as IPv4-only',
-      snapshot: snapshot({ enis: [eth0, filled(1)], ipv6RefusedSubnetIds: ['subnet-node'] }),
+      snapshot: snapshot({
+        enis: [eth0, filled(1)],
+        refusals: refused({ ipv6RefusedSubnetIds: ['subnet-node'] }),
+      }),
       plan: blocked('NoDualStackSubnet'),
     },
     {

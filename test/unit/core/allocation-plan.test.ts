@@ -17,6 +17,7 @@ import {
   M5_4XLARGE,
   M5_LARGE,
   NODE_SUBNET,
+  refused,
   securityGroup,
   subnet,
   T3_MEDIUM,
@@ -39,6 +40,7 @@ function snapshotOf(limits: InstanceLimits | undefined, overrides: Partial<Alloc
     knobs: knobs(),
     usedIpCount: 0,
     prefixDelegationEnabled: false,
+    refusals: refused(),
     ...overrides,
   } satisfies AllocationSnapshot;
 }
@@ -58,7 +60,7 @@ function createEni(fields: {
 }): AllocationPlan {
   const { ipCount, prefixCount, ...rest } = fields;
   return {
-    kind: 'create-eni',
+    kind: 'create',
     subnetCandidates: ['subnet-node'],
     securityGroupIds: NODE_GROUPS,
     description: `Cilium-CNI (${INSTANCE_ID})`,
@@ -108,7 +110,7 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
     {
       case: 'pool satisfied: 9 free against pre-allocate 8',
       snapshot: m5({ knobs: fii1, enis: [eth0, ...fullEnis(M5_LARGE, 1)] }),
-      plan: { kind: 'none', reason: 'pool-satisfied', neededIps: 0 },
+      plan: { kind: 'done', reason: 'pool-satisfied', neededIps: 0 },
     },
     {
       case: 'explicit pre-allocate 2 with 3 free: satisfied',
@@ -117,7 +119,7 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
         enis: [eth0, eni({ deviceIndex: 1, secondaryCount: 5 })],
         usedIpCount: 2,
       }),
-      plan: { kind: 'none', reason: 'pool-satisfied', neededIps: 0 },
+      plan: { kind: 'done', reason: 'pool-satisfied', neededIps: 0 },
     },
     {
       case: 'eth1 full and 5 used: create at device 2 for the missing 4',
@@ -136,7 +138,7 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
     {
       case: 'instance at capacity: 18 of 18 with eth0 excluded',
       snapshot: m5({ knobs: fii1, enis: [eth0, ...fullEnis(M5_LARGE, 1, 2)], usedIpCount: 18 }),
-      plan: { kind: 'none', reason: 'instance-at-capacity', neededIps: 0 },
+      plan: { kind: 'done', reason: 'instance-at-capacity', neededIps: 0 },
     },
     {
       case: 'max-allocate 10 lets only one more address in',
@@ -154,7 +156,7 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
         enis: [eth0, ...fullEnis(M5_LARGE, 1)],
         usedIpCount: 9,
       }),
-      plan: { kind: 'none', reason: 'max-allocate-reached', neededIps: 0 },
+      plan: { kind: 'done', reason: 'max-allocate-reached', neededIps: 0 },
     },
     {
       case: 'min-allocate 20 is capped at the 18 the instance holds; one ENI at a time',
@@ -285,7 +287,7 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
     },
     {
       case: 'subnets refused this round are named in the blocked message',
-      snapshot: m5({ knobs: fii1, excludedSubnetIds: ['subnet-node'] }),
+      snapshot: m5({ knobs: fii1, refusals: refused({ fullSubnetIds: ['subnet-node'] }) }),
       plan: {
         kind: 'blocked',
         code: 'NoSuitableSubnet',
@@ -296,12 +298,12 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
     },
     {
       case: 'an ENI EC2 called full this invocation is not filled: a new ENI takes the need',
-      snapshot: m5({ fullEniIds: ['eni-0'] }),
+      snapshot: m5({ refusals: refused({ fullEniIds: ['eni-0'] }) }),
       plan: createEni({ deviceIndex: 1, ipCount: 8, neededIps: 8 }),
     },
     {
       case: 'a subnet refused this round: eth0 is not filled, a new ENI goes to the fallback',
-      snapshot: m5({ subnets: [NODE_SUBNET, podsB], excludedSubnetIds: ['subnet-node'] }),
+      snapshot: m5({ subnets: [NODE_SUBNET, podsB], refusals: refused({ fullSubnetIds: ['subnet-node'] }) }),
       plan: createEni({ deviceIndex: 1, ipCount: 8, neededIps: 8, subnetCandidates: ['subnet-pods-b'] }),
     },
     {
@@ -415,7 +417,7 @@ describe('planAllocation on m5.large (3 ENIs x 10 addresses)', () => {
     {
       case: 'stopped instance: nothing to do',
       snapshot: m5({ instance: instance({ state: 'stopped' }) }),
-      plan: { kind: 'none', reason: 'instance-not-running', neededIps: 0 },
+      plan: { kind: 'done', reason: 'instance-not-running', neededIps: 0 },
     },
   ])('$case', ({ snapshot, plan }) => {
     expect(planAllocation(snapshot)).toEqual(plan);
@@ -454,7 +456,7 @@ describe('planAllocation on t3.medium (3 ENIs x 6 addresses)', () => {
     {
       case: 'all 15 used: instance at capacity',
       snapshot: t3({ enis: fullEnis(T3_MEDIUM, 0, 1, 2), usedIpCount: 15 }),
-      plan: { kind: 'none', reason: 'instance-at-capacity', neededIps: 0 },
+      plan: { kind: 'done', reason: 'instance-at-capacity', neededIps: 0 },
     },
     {
       case: 'first-interface-index 3: no ENI can ever be used, so the knob is refused, not read as a full node',
@@ -475,7 +477,7 @@ describe('planAllocation on t3.medium (3 ENIs x 6 addresses)', () => {
     {
       case: 'first-interface-index 2, the last index: served',
       snapshot: t3({ knobs: knobs({ firstInterfaceIndex: 2 }) }),
-      plan: expect.objectContaining({ kind: 'create-eni', deviceIndex: 2 }),
+      plan: expect.objectContaining({ kind: 'create', deviceIndex: 2 }),
     },
     {
       case: 'prefix delegation: one /28',
@@ -531,7 +533,7 @@ describe('planAllocation on m5.4xlarge (8 ENIs x 30 addresses)', () => {
         enis: [eth0, ...fullEnis(M5_4XLARGE, 1, 2, 3, 4, 5, 6, 7)],
         usedIpCount: 203,
       }),
-      plan: { kind: 'none', reason: 'instance-at-capacity', neededIps: 0 },
+      plan: { kind: 'done', reason: 'instance-at-capacity', neededIps: 0 },
     },
     {
       case: 'min-allocate 40: fill the empty third ENI with the 11 missing',
@@ -633,12 +635,12 @@ describe('planAllocation when subnets refuse /28 prefixes (InsufficientCidrBlock
     },
     {
       case: 'node subnet refused: prefixes in the other subnet only (cilium #46644)',
-      snapshot: pd({ prefixRefusedSubnetIds: ['subnet-node'] }),
+      snapshot: pd({ refusals: refused({ prefixRefusedSubnetIds: ['subnet-node'] }) }),
       plan: createEni({ deviceIndex: 1, prefixCount: 1, neededIps: 8, subnetCandidates: ['subnet-pods'] }),
     },
     {
       case: 'every subnet refused: a new ENI with single IPs, min(needed, ipv4 - 1) as cilium (#20822)',
-      snapshot: pd({ prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'] }),
+      snapshot: pd({ refusals: refused({ prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'] }) }),
       plan: {
         ...createEni({
           deviceIndex: 1,
@@ -651,7 +653,11 @@ describe('planAllocation when subnets refuse /28 prefixes (InsufficientCidrBlock
     },
     {
       case: "the ENI's subnet refused and a slot is free: a new ENI with prefixes elsewhere before single IPs",
-      snapshot: pd({ enis: [eth0, prefixedEni1], usedIpCount: 16, prefixRefusedSubnetIds: ['subnet-node'] }),
+      snapshot: pd({
+        enis: [eth0, prefixedEni1],
+        usedIpCount: 16,
+        refusals: refused({ prefixRefusedSubnetIds: ['subnet-node'] }),
+      }),
       plan: createEni({ deviceIndex: 2, prefixCount: 1, neededIps: 8, subnetCandidates: ['subnet-pods'] }),
     },
     {
@@ -659,7 +665,7 @@ describe('planAllocation when subnets refuse /28 prefixes (InsufficientCidrBlock
       snapshot: pd({
         enis: [eth0, prefixedEni1, eni({ deviceIndex: 2, prefixCount: 1, subnetId: 'subnet-pods' })],
         usedIpCount: 32,
-        prefixRefusedSubnetIds: ['subnet-node'],
+        refusals: refused({ prefixRefusedSubnetIds: ['subnet-node'] }),
       }),
       plan: assign({ eniId: 'eni-2', subnetId: 'subnet-pods', prefixCount: 1, neededIps: 8 }),
     },
@@ -673,7 +679,7 @@ describe('planAllocation when subnets refuse /28 prefixes (InsufficientCidrBlock
           eni({ deviceIndex: 2, prefixCount: 9, subnetId: 'subnet-pods' }),
         ],
         usedIpCount: 192,
-        prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'],
+        refusals: refused({ prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'] }),
       }),
       plan: {
         ...assign({ eniId: 'eni-1', ipCount: 6, neededIps: 8 }),
@@ -686,7 +692,7 @@ describe('planAllocation when subnets refuse /28 prefixes (InsufficientCidrBlock
         knobs: knobs({ firstInterfaceIndex: 0 }),
         enis: [eth0, eni({ deviceIndex: 1, prefixCount: 9 }), eni({ deviceIndex: 2, prefixCount: 8 })],
         usedIpCount: 272,
-        prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'],
+        refusals: refused({ prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'] }),
       }),
       plan: {
         ...assign({ eniId: 'eni-2', ipCount: 1, neededIps: 8 }),
@@ -698,7 +704,7 @@ describe('planAllocation when subnets refuse /28 prefixes (InsufficientCidrBlock
       snapshot: pd({
         enis: [eth0, eni({ deviceIndex: 1, secondaryCount: 8 })],
         usedIpCount: 8,
-        prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'],
+        refusals: refused({ prefixRefusedSubnetIds: ['subnet-node', 'subnet-pods'] }),
       }),
       plan: assign({ eniId: 'eni-1', ipCount: 1, neededIps: 8 }),
     },

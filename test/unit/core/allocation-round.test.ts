@@ -80,15 +80,15 @@ describe('one allocation round, as values', () => {
           id: 'eni-new',
           mac: '02:00:00:00:00:09',
           primaryIp: '10.0.64.4',
-          secondaryIps: Array.from({ length: step.plan.ipCount ?? 0 }, (_, host) => `10.0.64.${10 + host}`),
+          secondaryIps: Array.from({ length: step.ipCount ?? 0 }, (_, host) => `10.0.64.${10 + host}`),
           prefixes: [],
-          subnetId: step.plan.subnetCandidates[0] ?? '',
-          securityGroupIds: step.plan.securityGroupIds,
+          subnetId: step.subnetCandidates[0] ?? '',
+          securityGroupIds: step.securityGroupIds,
           tags: tagsForNewEni(CLUSTER, INSTANCE_ID, {}),
-          description: step.plan.description,
+          description: step.description,
           status: 'available',
         },
-        deviceIndex: step.plan.deviceIndex,
+        deviceIndex: step.deviceIndex,
         attachmentId: 'eni-attach-new',
         fresh: true,
       },
@@ -97,20 +97,20 @@ describe('one allocation round, as values', () => {
     expect(created.enis.map((candidate) => candidate.id)).toEqual(['eni-0', 'eni-new']);
     // The subnet's free count is the state's, not the observation's: the planner's next round
     // sees the addresses taken, and the observation it was given is untouched.
-    const takenFrom = step.plan.subnetCandidates[0];
+    const takenFrom = step.subnetCandidates[0];
     const before = observed.subnets.find((candidate) => candidate.id === takenFrom)?.availableAddresses ?? 0;
     const after = created.subnets.find((candidate) => candidate.id === takenFrom)?.availableAddresses ?? 0;
-    expect(before - after).toBe(1 + (step.plan.ipCount ?? 0));
+    expect(before - after).toBe(1 + (step.ipCount ?? 0));
     // The attach is confirmed without delete-on-termination: the next round sets it, on an
     // attachment EC2 may not list yet.
     expect(created.enis.find((candidate) => candidate.id === 'eni-new')?.deleteOnTermination).toBe(false);
     const repair = nextAllocationStep(observed, created);
     expect(repair).toMatchObject({ kind: 'repair', eni: { id: 'eni-new' }, justAttached: true });
     const repaired = applyStepResult(created, { kind: 'repaired', eniId: 'eni-new' }, NOW);
-    expect(nextAllocationStep(observed, repaired)).toEqual({ kind: 'done' });
+    expect(nextAllocationStep(observed, repaired)).toMatchObject({ kind: 'done' });
     // The confirmed answers, in order: the create, then the flag on the ENI just created.
     expect(repaired.results).toMatchObject([
-      { kind: 'created', eni: { id: 'eni-new' }, deviceIndex: step.plan.deviceIndex, fresh: true },
+      { kind: 'created', eni: { id: 'eni-new' }, deviceIndex: step.deviceIndex, fresh: true },
       { kind: 'repaired', eniId: 'eni-new' },
     ]);
   });
@@ -120,17 +120,17 @@ describe('one allocation round, as values', () => {
     const start = initialAllocationState(observed, NOW);
     const first = nextAllocationStep(observed, start);
     if (first.kind !== 'create') throw new Error(`expected a create, got ${first.kind}`);
-    const refusedSubnet = first.plan.subnetCandidates[0] ?? '';
+    const refusedSubnet = first.subnetCandidates[0] ?? '';
     const afterRefusal = applyStepResult(
       start,
-      { kind: 'refused', subnetId: refusedSubnet, refusal: 'out-of-addresses' },
+      { kind: 'refused', subnetId: refusedSubnet, refusal: 'subnet-full' },
       NOW,
     );
-    expect(afterRefusal.refusals.failedSubnetIds).toEqual([refusedSubnet]);
+    expect(afterRefusal.refusals.fullSubnetIds).toEqual([refusedSubnet]);
     const second = nextAllocationStep(observed, afterRefusal);
-    expect(second.kind === 'create' ? second.plan.subnetCandidates : []).not.toContain(refusedSubnet);
+    expect(second.kind === 'create' ? second.subnetCandidates : []).not.toContain(refusedSubnet);
     expect(afterRefusal.results).toEqual([
-      { kind: 'refused', subnetId: refusedSubnet, refusal: 'out-of-addresses' },
+      { kind: 'refused', subnetId: refusedSubnet, refusal: 'subnet-full' },
     ]);
   });
 

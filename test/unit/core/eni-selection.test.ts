@@ -89,7 +89,7 @@ describe('orderEnisToFill', () => {
       enis: [eni({ deviceIndex: 2, secondaryCount: 1 }), eni({ deviceIndex: 1, secondaryCount: 5 })],
       knobSet: knobs({ firstInterfaceIndex: 1 }),
       context: plain,
-      excludedSubnetIds: [],
+      refusedSubnetIds: [],
       order: ['eni-1', 'eni-2'],
     },
     {
@@ -97,7 +97,7 @@ describe('orderEnisToFill', () => {
       enis: [eni({ deviceIndex: 1, secondaryCount: 9 }), eni({ deviceIndex: 2, secondaryCount: 8 })],
       knobSet: knobs({ firstInterfaceIndex: 1 }),
       context: plain,
-      excludedSubnetIds: [],
+      refusedSubnetIds: [],
       order: ['eni-2'],
     },
     {
@@ -109,7 +109,7 @@ describe('orderEnisToFill', () => {
       ],
       knobSet: knobs({ firstInterfaceIndex: 1, excludeInterfaceTags: { skip: 'yes' } }),
       context: plain,
-      excludedSubnetIds: [],
+      refusedSubnetIds: [],
       order: ['eni-2'],
     },
     {
@@ -121,7 +121,7 @@ describe('orderEnisToFill', () => {
       ],
       knobSet: knobs({ firstInterfaceIndex: 1 }),
       context: plain,
-      excludedSubnetIds: [],
+      refusedSubnetIds: [],
       order: ['eni-3'],
     },
     {
@@ -129,7 +129,7 @@ describe('orderEnisToFill', () => {
       enis: [eni({ deviceIndex: 1 }), eni({ deviceIndex: 2, subnetId: 'subnet-other' })],
       knobSet: knobs({ firstInterfaceIndex: 1 }),
       context: plain,
-      excludedSubnetIds: ['subnet-node'],
+      refusedSubnetIds: ['subnet-node'],
       order: ['eni-2'],
     },
     {
@@ -137,16 +137,16 @@ describe('orderEnisToFill', () => {
       enis: [eni({ deviceIndex: 1, prefixCount: 9 }), eni({ deviceIndex: 2, prefixCount: 8 })],
       knobSet: knobs({ firstInterfaceIndex: 1, usePrimaryAddress: true }),
       context: { limits: M5_LARGE, usePrimaryAddress: true, prefixDelegation: true },
-      excludedSubnetIds: [],
+      refusedSubnetIds: [],
       order: ['eni-2'],
     },
-  ])('$case', ({ enis, knobSet, context, excludedSubnetIds, order }) => {
+  ])('$case', ({ enis, knobSet, context, refusedSubnetIds, order }) => {
     const ordered = orderEnisToFill({
       enis,
       subnets: [NODE_SUBNET, exhausted, other],
       knobs: knobSet,
       limitContext: context,
-      excludedSubnetIds,
+      refusedSubnetIds,
     });
     expect(ordered.map((candidate) => candidate.eni.id)).toEqual(order);
   });

@@ -1,3 +1,4 @@
+import type { PlanRefusals } from '../../../functions/core/allocation-plan.ts';
 import { UNCONFIGURED_KNOBS } from '../../../functions/core/knobs.ts';
 import type {
   EniState,
@@ -142,4 +143,15 @@ export function instance(overrides: Partial<InstanceView> = {}): InstanceView {
 
 export function securityGroup(id: string, tags: Tags, vpcId = VPC_ID): SecurityGroupView {
   return { id, vpcId, tags };
+}
+
+/** What refused during an invocation: nothing, but for `overrides`. */
+export function refused(overrides: Partial<PlanRefusals> = {}): PlanRefusals {
+  return {
+    fullSubnetIds: [],
+    prefixRefusedSubnetIds: [],
+    ipv6RefusedSubnetIds: [],
+    fullEniIds: [],
+    ...overrides,
+  };
 }

@@ -150,7 +150,7 @@ describe('chooseSubnets', () => {
       subnets,
       knobs: knobSet,
       ipv4PerInterface: 10,
-      excludedSubnetIds: excluded,
+      refusedSubnetIds: excluded,
     });
     expect(candidates.map((candidate) => [candidate.subnet.id, candidate.rule])).toEqual(expected);
     expect(subnetIdsOf(candidates)).toEqual(expected.map(([id]) => id));

@@ -42,7 +42,7 @@ describe('metric points', () => {
           { kind: 'repaired' as const, eniId: 'eni-1' },
           { kind: 'assigned' as const, eniId: 'eni-0', ips: ['10.0.0.20', '10.0.0.21'], prefixes: [] },
           { kind: 'assigned' as const, eniId: 'eni-2', ips: [], prefixes: ['10.0.1.16/28'] },
-          { kind: 'refused' as const, subnetId: 'subnet-a', refusal: 'out-of-addresses' as const },
+          { kind: 'refused' as const, subnetId: 'subnet-a', refusal: 'subnet-full' as const },
         ],
         neededIps: 0,
       },
