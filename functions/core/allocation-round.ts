@@ -10,7 +10,6 @@ import type { CiliumNode } from './ciliumnode.ts';
 import { ENI_TAG_KEYS, isOurs } from './eni-ownership.ts';
 import { addressesTaken, addressesTakenByNewEni } from './ip-math.ts';
 import type {
-  CidrRelease,
   EniState,
   InstanceLimits,
   InstanceView,
@@ -21,7 +20,7 @@ import type {
   SubnetView,
   VpcView,
 } from './model.ts';
-import { type NodeRecordContent, withEni } from './node-record.ts';
+import { withEni } from './node-record.ts';
 import type { DetachedEni } from './ports.ts';
 
 /**
@@ -318,33 +317,6 @@ function applyCreated(
   };
 }
 
-/**
- * The record content of this invocation's writes: what it observed, corrected by what EC2
- * confirmed. Every such write records what this invocation observed from EC2 (or EC2's responses
- * to it), so it is stamped as reconciled in this table; a restored record that differs only in its
- * stamp is rewritten too (`recordWouldChange`), which is what lets the sync publish it.
- */
-export function allocationContent(
-  observation: AllocationObservation,
-  state: AllocationState,
-): NodeRecordContent {
-  const reassigned = reassignedCidrs(observation, state);
-  return {
-    instance: observation.instance,
-    nodeName: observation.nodeName,
-    vpc: observation.vpc,
-    enis: state.enis,
-    knobs: observation.knobs,
-    prefixDelegation: poolDemandOf(observation, state).prefixDelegation,
-    ...(observation.demand ? { agentProtocol: observation.demand.protocol } : {}),
-    ...(observation.table === undefined ? {} : { reconciledInTable: observation.table }),
-    ...(reassigned.size > 0
-      ? { cidrReleases: withoutEntries(observation.record?.cidrReleases, reassigned) }
-      : {}),
-    ...(state.blocked ? { lastError: state.blocked } : {}),
-  };
-}
-
 /** The pool's demand over the state's ENIs (`computePoolDemand`). */
 export function poolDemandOf(observation: AllocationObservation, state: AllocationState): PoolDemand {
   return computePoolDemand({
@@ -364,18 +336,6 @@ export function protocolTransitionOf(
   const observed = observation.demand;
   if (observed === undefined || observed.protocol === recorded) return undefined;
   return { from: recorded ?? 'none', to: observed.protocol };
-}
-
-/** `ip/32` of every excess IP the record says was released, and every tombstoned multi-pool CIDR. */
-export function releasedCidrsOf(
-  record: NodeRecord | undefined,
-  tombstoned: ReadonlySet<string>,
-): Set<string> {
-  const released = new Set(tombstoned);
-  for (const [ip, mark] of Object.entries(record?.excessMarks ?? {})) {
-    if (mark.state === 'released') released.add(`${ip}/32`);
-  }
-  return released;
 }
 
 /** The node's recorded IAM denial while it is younger than `UNAUTHORIZED_RETRY_DELAY_MS`. */
@@ -407,18 +367,6 @@ function enisMissingDeleteOnTermination(
 
 function usedIpCount(observation: AllocationObservation): number {
   return observation.demand?.usedIpCount ?? 0;
-}
-
-/** Tombstoned CIDRs EC2 assigned to us again in this invocation (its response is the proof). */
-function reassignedCidrs(observation: AllocationObservation, state: AllocationState): Set<string> {
-  const reassigned = new Set<string>();
-  for (const result of state.results) {
-    if (result.kind !== 'assigned') continue;
-    for (const cidr of [...result.ips.map((ip) => `${ip}/32`), ...result.prefixes]) {
-      if (observation.tombstonedCidrs.has(cidr)) reassigned.add(cidr);
-    }
-  }
-  return reassigned;
 }
 
 /** The ENI `eniId` with `change` applied (a patch, or a function of the ENI), mutated at `nowEpochMs`. */
@@ -464,13 +412,6 @@ function consumeSubnetAddresses(
       ? { ...subnet, availableAddresses: Math.max(subnet.availableAddresses - taken, 0) }
       : subnet,
   );
-}
-
-function withoutEntries(
-  releases: Readonly<Record<string, CidrRelease>> | undefined,
-  cidrs: ReadonlySet<string>,
-): Record<string, CidrRelease> {
-  return Object.fromEntries(Object.entries(releases ?? {}).filter(([cidr]) => !cidrs.has(cidr)));
 }
 
 function union(existing: readonly string[], added: readonly string[]): string[] {

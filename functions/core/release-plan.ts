@@ -1,7 +1,8 @@
 import { agentProtocolOf } from './agent-protocol.ts';
-import { computeExcessIps, computePoolDemand } from './allocation-plan.ts';
+import { computePoolDemand } from './allocation-plan.ts';
 import type { CiliumNode, ReleaseStatus } from './ciliumnode.ts';
 import { isExcluded } from './eni-selection.ts';
+import { computeExcessIps } from './excess-selection.ts';
 import { compareIpv4, expandCidr, sortIpv4 } from './ip-math.ts';
 import { usedIps } from './knobs.ts';
 import type { EniState, ExcessMark, InstanceLimits, NodeKnobs, NodeRecord, ReleaseState } from './model.ts';

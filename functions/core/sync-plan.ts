@@ -9,7 +9,6 @@ import {
   type CiliumNode,
   IPAM_IGNORE_ANNOTATION,
   type JsonPatchOperation,
-  jsonPointerToken,
   RECORD_TABLE_ANNOTATION,
   RECORD_VERSION_ANNOTATION,
   type ReleaseStatus,
@@ -23,6 +22,7 @@ import {
 } from './ciliumnode-render.ts';
 import { isIpv4Address, sortIpv4 } from './ip-math.ts';
 import { jsonEqual } from './json-equal.ts';
+import { PatchBuilder } from './json-patch.ts';
 import { instanceIdOfCiliumNode, usedIps } from './knobs.ts';
 import type { NodeRecord } from './model.ts';
 import { appliedRecordVersion, isReconciledIn, tableOfAnnotation } from './table-generation.ts';
@@ -238,7 +238,7 @@ function statusStep(
   const releaseChanged = !jsonEqual(targetReleaseIps, currentReleaseIps);
   const errorChanged = currentError !== targetError;
   if (!enisChanged && !releaseChanged && !errorChanged) return undefined;
-  const builder = new PatchBuilder(cn);
+  const builder = new PatchBuilder(cn, cn.metadata.resourceVersion);
   if (enisChanged) builder.setMap(['status', 'eni', 'enis'], targetEnis);
   if (releaseChanged) builder.setMap(['status', 'ipam', 'release-ips'], targetReleaseIps);
   if (errorChanged) {
@@ -484,7 +484,7 @@ function specPatch(
   recordVersion: number,
   table: string | undefined,
 ): JsonPatchOperation[] {
-  const builder = new PatchBuilder(cn);
+  const builder = new PatchBuilder(cn, cn.metadata.resourceVersion);
   if (appliedRecordVersion(cn, table) !== recordVersion) {
     builder.set(['metadata', 'annotations', RECORD_VERSION_ANNOTATION], String(recordVersion));
   }
@@ -498,87 +498,4 @@ function specPatch(
 function sortAddresses(addresses: Iterable<string>): string[] {
   const all = [...addresses];
   return [...sortIpv4(all.filter(isIpv4Address)), ...all.filter((address) => !isIpv4Address(address)).sort()];
-}
-
-type JsonObject = Record<string, unknown>;
-
-function isJsonObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/**
- * Builds a JSON Patch against a private copy of the CiliumNode, applying each operation to the copy
- * as it goes, so later operations see the parents earlier ones created (two writes under a missing
- * `/status` must not both `add /status`). Starts with the resourceVersion `test`.
- */
-class PatchBuilder {
-  readonly operations: JsonPatchOperation[] = [];
-  private readonly document: JsonObject;
-
-  constructor(cn: CiliumNode) {
-    this.document = structuredClone(cn) as unknown as JsonObject;
-    if (cn.metadata.resourceVersion !== undefined) {
-      this.operations.push({
-        op: 'test',
-        path: '/metadata/resourceVersion',
-        value: cn.metadata.resourceVersion,
-      });
-    }
-  }
-
-  /** Sets the value at `path`, adding the missing parent objects in the same operation. */
-  set(path: readonly string[], value: unknown): void {
-    let parent = this.document;
-    for (const [depth, token] of path.slice(0, -1).entries()) {
-      const child = parent[token];
-      if (!isJsonObject(child)) {
-        const nested = path.slice(depth + 1).reduceRight<unknown>((inner, key) => ({ [key]: inner }), value);
-        this.add(parent, path.slice(0, depth + 1), nested);
-        return;
-      }
-      parent = child;
-    }
-    this.add(parent, path, value);
-  }
-
-  /**
-   * Makes the map at `path` equal `target`: entry by entry when few entries change, else whole
-   * (a large pool gains or loses only a few entries per sync; a first fill replaces it at once).
-   */
-  setMap(path: readonly string[], target: JsonObject): void {
-    const current = this.valueAt(path);
-    if (!isJsonObject(current)) {
-      this.set(path, target);
-      return;
-    }
-    const changed = Object.keys(target).filter((key) => !jsonEqual(current[key], target[key]));
-    const removed = Object.keys(current).filter((key) => !Object.hasOwn(target, key));
-    if (changed.length + removed.length > Math.max(16, Object.keys(target).length / 2)) {
-      this.set(path, target);
-      return;
-    }
-    for (const key of removed) {
-      this.operations.push({ op: 'remove', path: pointer([...path, key]) });
-      delete current[key];
-    }
-    for (const key of changed) this.add(current, [...path, key], target[key]);
-  }
-
-  private add(parent: JsonObject, path: readonly string[], value: unknown): void {
-    this.operations.push({ op: 'add', path: pointer(path), value: structuredClone(value) });
-    parent[path[path.length - 1] as string] = structuredClone(value);
-  }
-
-  private valueAt(path: readonly string[]): unknown {
-    let node: unknown = this.document;
-    for (const token of path) {
-      if (!isJsonObject(node)) return undefined;
-      node = node[token];
-    }
-    return node;
-  }
-}
-
-function pointer(path: readonly string[]): string {
-  return `/${path.map(jsonPointerToken).join('/')}`;
 }

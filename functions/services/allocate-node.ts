@@ -1,15 +1,14 @@
 import { type AgentDemand, agentDemandOf } from '../core/agent-protocol.ts';
+import { allocationContent, releasedCidrsOf } from '../core/allocation-content.ts';
 import {
   type AllocationObservation,
   type AllocationState,
-  allocationContent,
   applyStepResult,
   initialAllocationState,
   mayMutate,
   nextAllocationStep,
   poolDemandOf,
   protocolTransitionOf,
-  releasedCidrsOf,
   type StepResult,
   UNAUTHORIZED_RETRY_DELAY_MS,
   withBlocked,

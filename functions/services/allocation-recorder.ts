@@ -1,9 +1,9 @@
-import {
-  type AllocationObservation,
-  type AllocationState,
-  allocationContent,
-  type MutatingStep,
-  type StepResult,
+import { allocationContent } from '../core/allocation-content.ts';
+import type {
+  AllocationObservation,
+  AllocationState,
+  MutatingStep,
+  StepResult,
 } from '../core/allocation-round.ts';
 import type { CiliumNode } from '../core/ciliumnode.ts';
 import { errorMessage } from '../core/errors.ts';

@@ -2,14 +2,8 @@ import type { DynamoDBBatchResponse } from 'aws-lambda';
 import { handlerEdge, invocationMetrics } from '../runtime/handler-edge.ts';
 import { createLog } from '../runtime/logger.ts';
 import { MetricsSink, syncMetrics, tallySyncs } from '../runtime/metrics.ts';
-import {
-  SyncAllFailedError,
-  type SyncAllSummary,
-  type SyncNodeSummary,
-  syncAll,
-  syncEach,
-  syncNode,
-} from '../services/sync-node.ts';
+import { SyncAllFailedError, type SyncAllSummary, syncAll, syncEach } from '../services/sync-all.ts';
+import { type SyncNodeSummary, syncNode } from '../services/sync-node.ts';
 import { buildSyncDependencies } from './dependencies.ts';
 import { decodeSyncRequest, type SyncRequest } from './request.ts';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { allocationContent } from '../../../functions/core/allocation-content.ts';
 import {
   type AllocationObservation,
-  allocationContent,
   applyStepResult,
   initialAllocationState,
   mayMutate,
