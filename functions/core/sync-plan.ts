@@ -45,6 +45,29 @@ import { appliedRecordVersion, isReconciledIn, tableOfAnnotation } from './table
  * writer makes it fail and the caller re-reads and re-plans.
  */
 
+/**
+ * Why a sync ends without writing (more); each reason is also the sync's outcome (`SyncOutcome`),
+ * but for `in-sync` after writes, which ends as `written`.
+ */
+export type SyncEnd =
+  /** The CiliumNode shows this record version already. */
+  | 'in-sync'
+  /** The CiliumNode shows a newer record version than this one: never backwards. */
+  | 'stale'
+  /** The record is retired: its node is gone. */
+  | 'retired'
+  /** The record was not reconciled with EC2 in this table yet (a restored item): wait. */
+  | 'unreconciled'
+  /** The CiliumNode counts in a newer table than this sync's: this deployment is superseded. */
+  | 'superseded';
+
+/** Why a sync may write nothing at all; each is also the sync's outcome (`SyncOutcome`). */
+export type SyncRefusal =
+  /** The CiliumNode names another instance: it is never written. */
+  | 'refused-foreign'
+  /** The record cannot be published (`unpublishableRecordProblems`). */
+  | 'refused-unpublishable';
+
 export type SyncStep =
   /** No CiliumNode yet: create it with an empty pool (status cannot be set on create). */
   | { readonly kind: 'create'; readonly object: CiliumNode }
@@ -72,22 +95,8 @@ export type SyncStep =
       readonly recordVersion: number;
     }
   /** Nothing may be written. */
-  | {
-      readonly kind: 'refuse';
-      readonly reason: 'foreign-instance' | 'unpublishable-record';
-      readonly detail: string;
-    }
-  | {
-      readonly kind: 'none';
-      readonly reason:
-        | 'in-sync'
-        | 'stale-record'
-        | 'record-retired'
-        /** The record was not reconciled with EC2 in this table yet (a restored item): wait. */
-        | 'unreconciled-record'
-        /** The CiliumNode counts in a newer table than this sync's: this deployment is superseded. */
-        | 'newer-table';
-    };
+  | { readonly kind: 'refuse'; readonly reason: SyncRefusal; readonly detail: string }
+  | { readonly kind: 'none'; readonly reason: SyncEnd };
 
 export type SyncWriteStep = Extract<SyncStep, { kind: 'create' | 'spec-claim' | 'status' | 'spec' }>;
 
@@ -150,25 +159,25 @@ function gateSync(
   cn: CiliumNode | undefined,
   table: string | undefined,
 ): SyncStep | { readonly cn: CiliumNode; readonly claimed: boolean } {
-  if (record.lifecycle === 'retired') return { kind: 'none', reason: 'record-retired' };
+  if (record.lifecycle === 'retired') return { kind: 'none', reason: 'retired' };
   const problems = unpublishableRecordProblems(record);
   if (problems.length > 0)
-    return { kind: 'refuse', reason: 'unpublishable-record', detail: problems.join('; ') };
+    return { kind: 'refuse', reason: 'refused-unpublishable', detail: problems.join('; ') };
   if (table !== undefined && !isReconciledIn(record.reconciledInTable, table))
-    return { kind: 'none', reason: 'unreconciled-record' };
+    return { kind: 'none', reason: 'unreconciled' };
   if (cn === undefined) return { kind: 'create', object: initialCiliumNode(record, table) };
 
   const owner = instanceIdOfCiliumNode(cn);
   if (owner !== undefined && owner !== record.instanceId) {
     return {
       kind: 'refuse',
-      reason: 'foreign-instance',
+      reason: 'refused-foreign',
       detail: `CiliumNode ${cn.metadata.name} belongs to ${owner}, not ${record.instanceId}`,
     };
   }
-  if (table !== undefined && claimedByNewerTable(cn, table)) return { kind: 'none', reason: 'newer-table' };
+  if (table !== undefined && claimedByNewerTable(cn, table)) return { kind: 'none', reason: 'superseded' };
   const applied = appliedRecordVersion(cn, table);
-  if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale-record' };
+  if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale' };
   return { cn, claimed: applied === record.version };
 }
 

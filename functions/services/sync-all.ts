@@ -109,11 +109,10 @@ async function syncListed(listed: NodeRecord, deps: SyncDependencies): Promise<S
     if (!deps.paused) {
       const table = await deps.tableGeneration?.();
       const step = planSyncStep(listed, await deps.ciliumNodes.get(listed.nodeName), table);
-      if (step.kind === 'none' && (step.reason === 'in-sync' || step.reason === 'stale-record')) {
-        const outcome = step.reason === 'in-sync' ? 'in-sync' : 'stale';
+      if (step.kind === 'none' && (step.reason === 'in-sync' || step.reason === 'stale')) {
         const summary = {
           instanceId,
-          outcome,
+          outcome: step.reason,
           writes: 0,
           conflicts: 0,
           recordVersion: listed.version,

@@ -10,6 +10,8 @@ import type { Log, NodeRecordStore } from '../core/ports.ts';
 import {
   enisWithDroppedIpv6Prefixes,
   planSyncStep,
+  type SyncEnd,
+  type SyncRefusal,
   type SyncStep,
   type SyncWriteStep,
 } from '../core/sync-plan.ts';
@@ -31,16 +33,12 @@ import {
 
 export type SyncOutcome =
   | 'written'
-  | 'in-sync'
-  | 'stale'
-  /** The record was not reconciled with EC2 in this table yet (a restored item): nothing written. */
-  | 'unreconciled'
-  /** The CiliumNode counts in a newer table than ours: this deployment is superseded. */
-  | 'superseded'
-  | 'refused-foreign'
-  | 'refused-unpublishable'
+  /** The sync wrote the record version (or part of it) to the CiliumNode. */
+  | 'written'
+  /** The planner's reasons for writing nothing (more), and for refusing to write at all. */
+  | SyncEnd
+  | SyncRefusal
   | 'no-record'
-  | 'retired'
   | 'paused';
 
 export interface SyncNodeSummary {
@@ -250,37 +248,33 @@ function syncEnded(
 ): SyncNodeSummary {
   const { record, table, writes } = context;
   if (step.kind === 'refuse') {
-    const foreign = step.reason === 'foreign-instance';
     deps.log.error(
-      foreign
+      step.reason === 'refused-foreign'
         ? 'CiliumNode belongs to another instance; nothing written'
         : 'node record cannot be published; nothing written',
       { ...summary, refusedSync: step.reason, detail: step.detail },
     );
     // Logged above, as an error naming the reason.
-    return { ...summary, outcome: foreign ? 'refused-foreign' : 'refused-unpublishable' };
+    return { ...summary, outcome: step.reason };
   }
   switch (step.reason) {
-    case 'stale-record':
-      return finish({ ...summary, outcome: 'stale' }, deps);
-    case 'unreconciled-record':
+    case 'unreconciled':
       deps.log.info('record not yet reconciled with EC2 in this table; waiting for the allocator', {
         ...summary,
         table,
         reconciledInTable: record.reconciledInTable,
       });
-      return finish({ ...summary, outcome: 'unreconciled' }, deps);
-    case 'newer-table':
+      break;
+    case 'superseded':
       deps.log.warn('CiliumNode claimed from a newer node table; this deployment writes nothing', {
         ...summary,
         table,
       });
-      return finish({ ...summary, outcome: 'superseded' }, deps);
-    case 'record-retired':
-      return finish({ ...summary, outcome: 'retired' }, deps);
-    default:
+      break;
+    case 'in-sync':
       return finish({ ...summary, outcome: writes > 0 ? 'written' : 'in-sync' }, deps);
   }
+  return finish({ ...summary, outcome: step.reason }, deps);
 }
 
 async function write(name: string, step: SyncWriteStep, api: CiliumNodePort): Promise<CiliumNode> {

@@ -55,7 +55,7 @@ export const MUTANTS: readonly Mutant[] = [
     description:
       'the sync publishes a record older than the version the CiliumNode carries (the never-backwards guard gone)',
     file: 'functions/core/sync-plan.ts',
-    find: "  if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale-record' };\n",
+    find: "  if (applied !== undefined && applied > record.version) return { kind: 'none', reason: 'stale' };\n",
     replace: '',
     tests: ['test/unit/sync/sync-plan.test.ts'],
   },

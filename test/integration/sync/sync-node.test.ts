@@ -313,7 +313,7 @@ describe('syncNode against DynamoDB Local and kube-apiserver', () => {
     expect(await writeRequests(env.k8s)).toBe(0);
     expect(await env.k8s.history(node.nodeName)).toHaveLength(1);
     expect(env.log.errors()).toEqual([
-      expect.objectContaining({ fields: expect.objectContaining({ refusedSync: 'foreign-instance' }) }),
+      expect.objectContaining({ fields: expect.objectContaining({ refusedSync: 'refused-foreign' }) }),
     ]);
   });
 

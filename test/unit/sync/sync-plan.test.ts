@@ -143,7 +143,7 @@ describe('planSyncStep scenarios', () => {
   it('stale record (annotation newer): nothing, never backwards', () => {
     const server = new FakeCiliumNodeServer(agentCreatedNode());
     converge(recordAt(3), server);
-    expect(planSyncStep(recordAt(2, [eth0]), server.get())).toEqual({ kind: 'none', reason: 'stale-record' });
+    expect(planSyncStep(recordAt(2, [eth0]), server.get())).toEqual({ kind: 'none', reason: 'stale' });
   });
 
   it.each([
@@ -151,7 +151,7 @@ describe('planSyncStep scenarios', () => {
     { case: 'obsolete spec.eni.instance-id', spec: { eni: { 'instance-id': 'i-0fffffffffffffff0' } } },
   ])('foreign instance in $case: refuse, whatever else differs', ({ spec }) => {
     const cn: CiliumNode = { metadata: { name: 'ip-10-0-1-10.ec2.internal', resourceVersion: '7' }, spec };
-    expect(planSyncStep(recordAt(1), cn)).toMatchObject({ kind: 'refuse', reason: 'foreign-instance' });
+    expect(planSyncStep(recordAt(1), cn)).toMatchObject({ kind: 'refuse', reason: 'refused-foreign' });
   });
 
   it('claimed, then the status write failed: the next plan writes status, not another claim', () => {

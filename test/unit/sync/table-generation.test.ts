@@ -59,7 +59,7 @@ describe('the table generation of the applied version', () => {
     const server = publishedFrom('Nodes-A', 7);
     expect(planSyncStep(recordAt(3), server.get(), 'Nodes-A')).toEqual({
       kind: 'none',
-      reason: 'stale-record',
+      reason: 'stale',
     });
   });
 
@@ -80,7 +80,7 @@ describe('the table generation of the applied version', () => {
     });
     expect(planSyncStep(recordAt(4), server.get(), 'Nodes-A')).toEqual({
       kind: 'none',
-      reason: 'stale-record',
+      reason: 'stale',
     });
     expect(converge(recordAt(6), server, 'Nodes-A').at(-1)).toBe('none:in-sync');
     expect(server.get()?.metadata.annotations?.[RECORD_TABLE_ANNOTATION]).toBe('Nodes-A');
@@ -111,11 +111,11 @@ describe('a record reconciled with EC2 in another table (a point-in-time restore
     const restored = recordAt(2, OLD, 3);
     expect(planSyncStep(restored, server.get(), RESTORED)).toEqual({
       kind: 'none',
-      reason: 'unreconciled-record',
+      reason: 'unreconciled',
     });
     expect(planSyncStep({ ...restored, reconciledInTable: undefined }, server.get(), RESTORED)).toEqual({
       kind: 'none',
-      reason: 'unreconciled-record',
+      reason: 'unreconciled',
     });
     expect(server.get()?.spec?.ipam?.pool).toEqual(poolBefore);
     // The allocator re-observed EC2 for the restored table: the record is complete and stamped.
@@ -128,7 +128,7 @@ describe('a record reconciled with EC2 in another table (a point-in-time restore
   it('is not used to create a CiliumNode either', () => {
     expect(planSyncStep(recordAt(1, OLD), undefined, RESTORED)).toEqual({
       kind: 'none',
-      reason: 'unreconciled-record',
+      reason: 'unreconciled',
     });
   });
 
@@ -136,7 +136,7 @@ describe('a record reconciled with EC2 in another table (a point-in-time restore
     const recreated = 'Nodes@2026-03-01T00:00:00.000Z';
     expect(planSyncStep(recordAt(2, OLD), publishedFrom(OLD, 9).get(), recreated)).toEqual({
       kind: 'none',
-      reason: 'unreconciled-record',
+      reason: 'unreconciled',
     });
     const server = publishedFrom(OLD, 9);
     expect(converge(recordAt(1, recreated), server, recreated).at(-1)).toBe('none:in-sync');
@@ -153,7 +153,7 @@ describe('the order of table generations (a sync of the old deployment still run
     const server = publishedFrom(NEW, 2, 5);
     const before = server.get();
     // The old deployment's record: fewer IPs than the new deployment has handed out.
-    expect(planSyncStep(recordAt(40, OLD, 3), before, OLD)).toEqual({ kind: 'none', reason: 'newer-table' });
+    expect(planSyncStep(recordAt(40, OLD, 3), before, OLD)).toEqual({ kind: 'none', reason: 'superseded' });
     expect(server.get()).toEqual(before);
   });
 
@@ -169,7 +169,7 @@ describe('the order of table generations (a sync of the old deployment still run
     const server = publishedFrom('Nodes', 5);
     expect(planSyncStep(recordAt(4, OLD), server.get(), OLD)).toEqual({
       kind: 'none',
-      reason: 'stale-record',
+      reason: 'stale',
     });
     expect(converge(recordAt(5, OLD), server, OLD)).toEqual(['spec', 'none:in-sync']);
     expect(server.get()?.metadata.annotations?.[RECORD_TABLE_ANNOTATION]).toBe(OLD);
