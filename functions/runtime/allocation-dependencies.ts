@@ -39,7 +39,6 @@ function allocationSettings(environment: Environment): AllocationSettings {
     nodeNaming: environment.oneOf<'private-dns-name' | 'instance-id'>('NODE_NAMING'),
     defaultKnobs: readDefaultKnobs(environment),
     prefixDelegationEnabled: environment.boolean('PREFIX_DELEGATION'),
-    eniTags: environment.stringMap('ENI_TAGS'),
     // Short: the holder's heartbeat renews it while it works (`NodeLease`), so a killed or timed-out
     // invocation frees its node within one lease.
     leaseDurationMs: environment.integer('LEASE_DURATION_SECONDS') * 1000,
@@ -60,10 +59,12 @@ export function buildAllocationDependencies(
 ): ContainerDependencies {
   const environment = new Environment(variables);
   const settings = allocationSettings(environment);
-  const { clusterName, eniTags } = settings;
+  const { clusterName } = settings;
   const ec2Client = createEc2Client();
+  // The adapter alone tags new ENIs: our ownership tags over the configured extra ones.
+  const extraTags = environment.stringMap('ENI_TAGS');
   const ec2 = withInstanceLimitsCatalog(
-    createEc2NetworkAdapter({ client: ec2Client, clusterName, extraTags: eniTags }),
+    createEc2NetworkAdapter({ client: ec2Client, clusterName, extraTags }),
     {
       onFallback: (event) =>
         log.warn('instance limits from the static table', { ...event, error: String(event.error) }),

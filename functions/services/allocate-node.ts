@@ -48,8 +48,6 @@ export interface AllocationSettings {
   /** Knobs for nodes whose CiliumNode does not exist yet (or does not set them). */
   readonly defaultKnobs: NodeKnobs;
   readonly prefixDelegationEnabled: boolean;
-  /** User-configured tags for new ENIs (our ownership tags are always added on top). */
-  readonly eniTags: Readonly<Record<string, string>>;
   /**
    * How long a claim on a node lasts unless its holder renews it (`NodeLease`: renewed every third
    * of it while the holder works), so a killed holder frees the node within one lease.

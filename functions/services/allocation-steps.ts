@@ -9,7 +9,7 @@ import type {
 import { eniClientToken } from '../core/client-token.ts';
 import { nextFreeIndexAfter } from '../core/device-index.ts';
 import { isEc2Failure } from '../core/ec2-failure.ts';
-import { ENI_TAG_KEYS, tagsForNewEni } from '../core/eni-ownership.ts';
+import { ENI_TAG_KEYS } from '../core/eni-ownership.ts';
 import { errorMessage } from '../core/errors.ts';
 import type { EniState } from '../core/model.ts';
 import type { DetachedEni, Ec2NetworkPort, Log } from '../core/ports.ts';
@@ -27,9 +27,6 @@ export interface StepDependencies {
   readonly clock: () => number;
   readonly log: Log;
   readonly settings: {
-    readonly clusterName: string;
-    /** User-configured tags for new ENIs (our ownership tags are always added on top). */
-    readonly eniTags: Readonly<Record<string, string>>;
     /** Attach attempts at successive device indexes after index conflicts (cilium: 5). */
     readonly maxAttachAttempts: number;
   };
@@ -370,9 +367,8 @@ function createRequest(plan: CreatePlan, subnetId: string, context: StepContext,
     description: plan.description,
     ...(plan.prefixCount !== undefined ? { prefixCount: plan.prefixCount } : { ipCount: plan.ipCount ?? 0 }),
     ...(plan.ipv6PrefixCount === undefined ? {} : { ipv6PrefixCount: plan.ipv6PrefixCount }),
-    tags: tagsForNewEni(deps.settings.clusterName, instanceId, deps.settings.eniTags, {
-      [ENI_TAG_KEYS.createdAt]: String(deps.clock()),
-    }),
+    // The creation time only: the adapter adds our ownership tags and the configured extra tags.
+    tags: { [ENI_TAG_KEYS.createdAt]: String(deps.clock()) },
     // The fallback to single IPs is a different request from the prefixes planned before it:
     // never the same token for both.
     clientToken: eniClientToken({

@@ -190,7 +190,6 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
         nodeNaming: 'private-dns-name',
         defaultKnobs: readDefaultKnobs(environment),
         prefixDelegationEnabled: false,
-        eniTags: {},
         leaseDurationMs: 180_000,
         consistencyGraceMs: 0,
         maxRoundsPerInvocation: 32,

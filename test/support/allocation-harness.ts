@@ -277,7 +277,6 @@ function allocationSettings(options: AllocationHarnessOptions): AllocationSettin
     nodeNaming: 'private-dns-name',
     defaultKnobs: { ...defaultKnobs, preAllocate: 8 },
     prefixDelegationEnabled: false,
-    eniTags: {},
     leaseDurationMs: 180_000,
     consistencyGraceMs: 60_000,
     maxRoundsPerInvocation: 32,
