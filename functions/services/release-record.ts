@@ -1,7 +1,7 @@
-import type { EniState, InstanceView, NodeRecord } from '../core/model.ts';
+import type { EniState, InstanceView, NodeKnobs, NodeRecord } from '../core/model.ts';
 import { type NodeRecordContent, recordedContent } from '../core/node-record.ts';
-import type { AssignedAddresses, Ec2NetworkPort } from '../core/ports.ts';
-import type { AllocationDependencies } from './allocate-node.ts';
+import type { AssignedAddresses, CiliumNodeReader, Ec2NetworkPort } from '../core/ports.ts';
+import type { LeaseHolderDependencies } from './node-lease.ts';
 
 /**
  * What the two release writers (excess IPs of 1.19 nodes, CIDRs of multi-pool nodes) share: their
@@ -16,7 +16,25 @@ export interface ReleaseSettings {
   readonly tombstoneMs?: number;
 }
 
-export interface ReleaseDependencies extends AllocationDependencies {
+/** What the release writers read of the deployment's settings (the allocation's, by name). */
+interface ReleaseNodeSettings {
+  readonly clusterName: string;
+  readonly clusterTagValues: readonly string[];
+  /** Knobs for fields the node's CiliumNode does not set. */
+  readonly defaultKnobs: NodeKnobs;
+  readonly prefixDelegationEnabled: boolean;
+  readonly leaseDurationMs: number;
+  /** How long after our own mutation a disagreeing Describe is not trusted. */
+  readonly consistencyGraceMs: number;
+}
+
+/** What the release writers read and write through: the record, EC2 and the CiliumNode. */
+export interface ReleaseDependencies extends LeaseHolderDependencies {
+  readonly ec2: Ec2NetworkPort;
+  readonly ciliumNodes: CiliumNodeReader;
+  readonly settings: ReleaseNodeSettings;
+  /** The node table's generation, as the allocation stamps it (`AllocationDependencies`). */
+  readonly tableGeneration?: () => Promise<string>;
   readonly release: ReleaseSettings;
 }
 

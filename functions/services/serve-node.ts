@@ -1,8 +1,11 @@
 import type { InstanceView } from '../core/model.ts';
 import type { WatchTrigger } from '../core/watch-plan.ts';
-import { type AllocationOutcome, allocateNode } from './allocate-node.ts';
+import { type AllocationDependencies, type AllocationOutcome, allocateNode } from './allocate-node.ts';
 import { type ReleaseOutcome, releaseExcess } from './release-excess.ts';
 import type { ReleaseDependencies } from './release-record.ts';
+
+/** Serving a node both releases and allocates: both services' dependencies. */
+type ServeNodeDependencies = AllocationDependencies & ReleaseDependencies;
 
 type ServeNodeOutcome =
   | { readonly kind: 'paused' }
@@ -16,7 +19,7 @@ type ServeNodeOutcome =
  */
 async function serveNode(
   trigger: WatchTrigger,
-  deps: ReleaseDependencies,
+  deps: ServeNodeDependencies,
   listedInstance?: InstanceView,
 ): Promise<ServeNodeOutcome> {
   if (deps.settings.paused) {
@@ -56,7 +59,7 @@ export type ServedNode =
  */
 export async function serveNodes(
   triggers: readonly WatchTrigger[],
-  deps: ReleaseDependencies,
+  deps: ServeNodeDependencies,
 ): Promise<ServedNode[]> {
   const allocating = triggers.filter((trigger) => trigger.allocate).map((trigger) => trigger.instanceId);
   const listed =
