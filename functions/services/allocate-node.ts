@@ -1,5 +1,5 @@
 import { type AgentDemand, agentDemandOf } from '../core/agent-protocol.ts';
-import { allocationContent, releasedCidrsOf } from '../core/allocation-content.ts';
+import { releasedCidrsOf } from '../core/allocation-content.ts';
 import {
   type AllocationObservation,
   type AllocationState,
@@ -20,11 +20,11 @@ import { describeDenial, type Ec2Failure, isEc2Failure } from '../core/ec2-failu
 import { errorMessage } from '../core/errors.ts';
 import { instanceIdOfCiliumNode, knobsFromCiliumNode, trustedCiliumNode } from '../core/knobs.ts';
 import type { InstanceView, MutationLease, NodeKnobs, NodeRecord, RecordedError } from '../core/model.ts';
-import { isLeasedByOther, mergeObservedEnis, recordWouldChange } from '../core/node-record.ts';
+import { isLeasedByOther, mergeObservedEnis } from '../core/node-record.ts';
 import type { CiliumNodeReader, Ec2NetworkPort, Log, NodeRecordStore } from '../core/ports.ts';
-import { AllocationRecorder, publishRecord } from './allocation-recorder.ts';
+import { AllocationRecorder } from './allocation-recorder.ts';
 import { EniAttachError, executeStep } from './allocation-steps.ts';
-import { retryLostRaces, writeNextVersion } from './node-lease.ts';
+import { retryLostRaces } from './node-lease.ts';
 
 /**
  * Allocation for one node: observe (EC2, the record, the CiliumNode) into one immutable
@@ -158,11 +158,9 @@ async function allocateOnce(
   const observed = await observeNode(instanceId, deps, listedInstance);
   if (!('observation' in observed)) return observed;
   const { observation } = observed;
-  const run = await runRounds(observation, deps);
-  // Nothing was mutated: write only when the observation differs from the record (a new node,
-  // drift, changed knobs, a new or cleared error), so a no-op invocation wakes no sync.
-  const written = run.written ?? (await writeIfChanged(observation, run.state, deps));
-  if (written !== undefined && !run.publishedAll) await publishRecord(written, observation.ciliumNode, deps);
+  const recorder = new AllocationRecorder(observation, deps);
+  const run = await runRounds(observation, recorder, deps);
+  const written = await recorder.finish(run.state);
   const demand = poolDemandOf(observation, run.state);
   const protocolTransition = protocolTransitionOf(observation);
   return {
@@ -177,25 +175,10 @@ async function allocateOnce(
   };
 }
 
-/** Writes the observation when it differs from the record; the version written, if any. */
-async function writeIfChanged(
-  observation: AllocationObservation,
-  state: AllocationState,
-  deps: AllocationDependencies,
-): Promise<NodeRecord | undefined> {
-  const content = allocationContent(observation, state);
-  if (!recordWouldChange(observation.record, content)) return undefined;
-  return writeNextVersion(observation.record, content, deps);
-}
-
 interface RoundsRun {
   readonly state: AllocationState;
-  /** The last version the node's lease wrote; absent when nothing was mutated (no lease taken). */
-  readonly written: NodeRecord | undefined;
   /** The EC2 action IAM denied, which ended the rounds. */
   readonly deniedAction: string | undefined;
-  /** Whether publications during the rounds already hold every address `written` records. */
-  readonly publishedAll: boolean;
 }
 
 /**
@@ -207,10 +190,10 @@ interface RoundsRun {
  */
 async function runRounds(
   observation: AllocationObservation,
+  recorder: AllocationRecorder,
   deps: AllocationDependencies,
 ): Promise<RoundsRun> {
   let state = initialAllocationState(observation, deps.clock());
-  const recorder = new AllocationRecorder(observation, deps);
   let deniedAction: string | undefined;
   const confirm = (result: StepResult) => {
     state = applyStepResult(state, result, deps.clock());
@@ -244,7 +227,7 @@ async function runRounds(
   } finally {
     await recorder.release(state);
   }
-  return { state, written: recorder.written, deniedAction, publishedAll: recorder.publishedAll(state) };
+  return { state, deniedAction };
 }
 
 /** The UnauthorizedOperation behind a failure: of the call itself, or of a fresh ENI's attach. */

@@ -8,8 +8,9 @@ import type {
 import type { CiliumNode } from '../core/ciliumnode.ts';
 import { errorMessage } from '../core/errors.ts';
 import type { NodeRecord } from '../core/model.ts';
+import { recordWouldChange } from '../core/node-record.ts';
 import type { Ec2NetworkPort, Log } from '../core/ports.ts';
-import { fencedNetwork, type LeaseHolderDependencies, NodeLease } from './node-lease.ts';
+import { fencedNetwork, type LeaseHolderDependencies, NodeLease, writeNextVersion } from './node-lease.ts';
 
 /**
  * What an allocation writes and publishes across its rounds, in order:
@@ -21,8 +22,10 @@ import { fencedNetwork, type LeaseHolderDependencies, NodeLease } from './node-l
  *   while the flag is set, so ModifyNetworkInterfaceAttribute is off the path to a usable pool.
  *   Publications run one after another; each is a sync from a record version this invocation
  *   wrote, which never overwrites a newer one (`syncNode`);
- * - the release, with the final content; then the caller publishes it unless an earlier
- *   publication already holds all its addresses (`publishedAll`).
+ * - the release, with the final content (`release`, whether or not a step failed);
+ * - once the rounds succeeded, the final word (`finish`): the version the release wrote, or, when
+ *   nothing was mutated, the observation written if it differs from the record; published unless
+ *   an earlier publication already holds all its addresses.
  * Between them the lease's heartbeat renews the claim while the steps run, and every EC2 mutation
  * of a step goes through `network`, which waits for the lease to be good for it (`NodeLease`).
  */
@@ -54,11 +57,6 @@ export class AllocationRecorder {
       if (this.lease === undefined) throw new Error('an EC2 mutation before the node was claimed');
       await this.lease.beforeMutation();
     });
-  }
-
-  /** The last version written (absent: nothing was mutated, no claim taken). */
-  get written(): NodeRecord | undefined {
-    return this.lease?.record;
   }
 
   /**
@@ -103,10 +101,29 @@ export class AllocationRecorder {
   }
 
   /**
-   * Whether the early publications hold every address of `state`, so the final version needs no
-   * publication of its own (the stream's sync still confirms it).
+   * The allocation's last word on the record, after `release` once the rounds succeeded: the
+   * version the lease last wrote, or, when nothing was mutated (no claim taken), the observation
+   * written only when it differs from the record (a new node, drift, changed knobs, a new or cleared
+   * error), so a no-op invocation wakes no sync. That version is published unless the early
+   * publications already hold all its addresses (the stream's sync still confirms it). Answers the
+   * version written, if any.
    */
-  publishedAll(state: AllocationState): boolean {
+  async finish(state: AllocationState): Promise<NodeRecord | undefined> {
+    const written = this.lease?.record ?? (await this.writeIfChanged(state));
+    if (written !== undefined && !this.publishedAll(state)) {
+      await publishRecord(written, this.observation.ciliumNode, this.deps);
+    }
+    return written;
+  }
+
+  private async writeIfChanged(state: AllocationState): Promise<NodeRecord | undefined> {
+    const content = allocationContent(this.observation, state);
+    if (!recordWouldChange(this.observation.record, content)) return undefined;
+    return writeNextVersion(this.observation.record, content, this.deps);
+  }
+
+  /** Whether the early publications hold every address of `state`. */
+  private publishedAll(state: AllocationState): boolean {
     if (this.publishedResults === undefined) return false;
     return !state.results.slice(this.publishedResults).some(addsAddresses);
   }
@@ -120,7 +137,7 @@ export class AllocationRecorder {
 }
 
 /** Publishes `record`; a failure is logged, never thrown (the stream's sync publishes it). */
-export async function publishRecord(
+async function publishRecord(
   record: NodeRecord,
   ciliumNode: CiliumNode | undefined,
   deps: Pick<RecorderDependencies, 'publish' | 'log'>,
