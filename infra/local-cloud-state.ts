@@ -27,6 +27,11 @@ export interface LocalCloudState {
   readonly region: string;
   /** The local operator's keys: the identity `npm start` prints for the aws CLI. */
   readonly operatorCredentials: { readonly accessKeyId: string; readonly secretAccessKey: string };
+  /**
+   * The running cloud's control endpoint on loopback (`npm start -- --launch N` asks it to launch
+   * instances) and the bearer token it takes, readable only by the file's owner.
+   */
+  readonly control?: { readonly endpoint: string; readonly token: string };
 }
 
 /** Writes the state of the local cloud of this process; returns its path. */
@@ -41,6 +46,9 @@ export function removeLocalCloudState(path: string): void {
   rmSync(path, { force: true });
 }
 
+/** No local cloud (or no single one) answers: the message says how to start or name one. */
+export class LocalCloudNotFoundError extends Error {}
+
 /** The state of the local cloud a `--local` command means, or an error saying how to name it. */
 export function findLocalCloudState(
   environment: NodeJS.ProcessEnv = process.env,
@@ -51,7 +59,7 @@ export function findLocalCloudState(
   if (named !== undefined && named !== '') {
     const state = readState(named);
     if (state === undefined || !isRunning(state.pid)) {
-      throw new Error(
+      throw new LocalCloudNotFoundError(
         `${LOCAL_CLOUD_VARIABLE}=${named} names no running local cloud: start one with npm start`,
       );
     }
@@ -59,8 +67,9 @@ export function findLocalCloudState(
   }
   const running = statesIn(directory).filter((state) => isRunning(state.pid));
   if (running.length === 1) return running[0] as LocalCloudState;
-  if (running.length === 0) throw new Error('no local cloud is running: start one with npm start');
-  throw new Error(
+  if (running.length === 0)
+    throw new LocalCloudNotFoundError('no local cloud is running: start one with npm start');
+  throw new LocalCloudNotFoundError(
     `${running.length} local clouds are running (pids ${running.map((state) => state.pid).join(', ')}): ` +
       `say which with ${LOCAL_CLOUD_VARIABLE}=<its state file> (npm start prints the line), e.g. ` +
       `${LOCAL_CLOUD_VARIABLE}=${join(directory, `${running[0]?.pid}.json`)}`,

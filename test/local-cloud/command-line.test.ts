@@ -9,6 +9,12 @@ describe("npm start's command line", () => {
     ).toEqual({ nodes: 12, once: true, timeScale: 2.5, verbose: true, agents: 'mixed' });
   });
 
+  it('takes --launch N alone: it adds instances to the running cloud', () => {
+    expect(parseFlags(['--launch', '2'])).toMatchObject({ launch: 2 });
+    expect(parseFlags(['--nodes', '2'])).not.toHaveProperty('launch');
+    expect(USAGE).toContain('--launch N');
+  });
+
   it('answers --help with the usage, which lists every option with its default', () => {
     expect(parseFlags(['--help'])).toBe('help');
     for (const line of ['--nodes N', '--agents V', '--time-scale X', '--once', '--verbose', '--help']) {
@@ -28,6 +34,11 @@ describe("npm start's command line", () => {
       /^Option '--time-scale' argument is ambiguous; npm start -- --help lists the options$/,
     ],
     [['extra'], /Unexpected argument 'extra'/],
+    [['--launch', '0'], /^--launch must be a whole number from 1 to 200, got 0$/],
+    [
+      ['--launch', '2', '--once'],
+      /^--launch adds instances to the local cloud already running and takes no other option, got --once$/,
+    ],
   ])('refuses %j in one line that says what was meant', (argv, message) => {
     const refusal = () => parseFlags(argv);
     expect(refusal).toThrow(CommandLineError);

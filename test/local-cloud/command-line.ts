@@ -13,6 +13,8 @@ export interface Flags {
   readonly timeScale: number;
   readonly verbose: boolean;
   readonly agents: AgentVersions;
+  /** `--launch N`: add N instances to the running local cloud, then exit (no cloud is started). */
+  readonly launch?: number;
 }
 
 const OPTIONS = {
@@ -39,6 +41,11 @@ const OPTIONS = {
     default: false,
     help: "echo the functions' log lines (they always go to the log file)",
   },
+  launch: {
+    type: 'string',
+    value: 'N',
+    help: 'add N instances (1..200) to the local cloud already running (the one ENI_IPAM_LOCAL_CLOUD names, else the only one) and exit; its live table shows them',
+  },
   help: { type: 'boolean', default: false, help: 'print this and exit' },
 } as const;
 
@@ -50,7 +57,7 @@ export const USAGE = [
   '',
   ...Object.entries(OPTIONS).map(([name, option]) => {
     const flag = `--${name}${'value' in option ? ` ${option.value}` : ''}`;
-    const byDefault = option.type === 'string' ? ` (default ${option.default})` : '';
+    const byDefault = 'default' in option && option.type === 'string' ? ` (default ${option.default})` : '';
     return `  ${flag.padEnd(16)} ${option.help}${byDefault}`;
   }),
 ].join('\n');
@@ -64,15 +71,42 @@ export function parseFlags(argv: readonly string[], environment: NodeJS.ProcessE
     (name) => environment[`npm_config_${name.replace('-', '_')}`],
   );
   let values: { [name in keyof typeof OPTIONS]?: string | boolean };
+  let given: string[];
   try {
-    ({ values } = parseArgs({ args: [...argv], options: OPTIONS, strict: true, allowPositionals: false }));
+    const parsed = parseArgs({
+      args: [...argv],
+      options: OPTIONS,
+      strict: true,
+      allowPositionals: false,
+      tokens: true,
+    });
+    values = parsed.values;
+    given = parsed.tokens.flatMap((token) => (token.kind === 'option' ? [token.name] : []));
   } catch (error) {
     if (swallowed.length > 0) throw missingSeparator(swallowed, argv);
     throw new CommandLineError(`${firstSentence(error)}; npm start -- --help lists the options`);
   }
   if (swallowed.length > 0) throw missingSeparator(swallowed, argv);
   if (values.help === true) return 'help';
+  if (values.launch !== undefined) return launchFlags(values, given);
   return validated(values);
+}
+
+/** `--launch N` alone: it asks the running cloud, so no option of a new cloud goes with it. */
+function launchFlags(
+  values: { [name in keyof typeof OPTIONS]?: string | boolean },
+  given: readonly string[],
+): Flags {
+  const others = [...new Set(given.filter((name) => name !== 'launch'))];
+  if (others.length > 0) {
+    throw new CommandLineError(
+      `--launch adds instances to the local cloud already running and takes no other option, got ${others.map((name) => `--${name}`).join(', ')}`,
+    );
+  }
+  const launch = Number(values.launch);
+  if (!Number.isInteger(launch) || launch < 1 || launch > 200)
+    throw new CommandLineError(`--launch must be a whole number from 1 to 200, got ${values.launch}`);
+  return { ...validated(values), launch };
 }
 
 /** node:util's parse error, first sentence only (its advice on dashes follows it). */

@@ -8,18 +8,30 @@ import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  findLocalCloudState,
   LOCAL_CLOUD_VARIABLE,
+  LocalCloudNotFoundError,
   removeLocalCloudState,
   writeLocalCloudState,
 } from '../../infra/local-cloud-state.ts';
 import { CommandLineError, type Flags, parseFlags, USAGE } from './command-line.ts';
+import {
+  type ControlEndpoint,
+  ControlError,
+  nextInstanceLauncher,
+  requestLaunch,
+  startControlEndpoint,
+} from './control.ts';
+import { DemandTracker } from './demand.ts';
+import { renderLiveTable } from './live-table.ts';
 import { LOCAL_REGION } from './local-account.ts';
 import { type LocalCloud, startLocalCloud } from './local-cloud.ts';
 import { LOCAL_OPERATOR_CREDENTIALS } from './local-operator.ts';
-import { renderDenials, renderSummary } from './summary.ts';
+import { type PodChurn, startPodChurn } from './pod-churn.ts';
 
-const INSTANCE_TYPES = ['m5.large', 't3.medium', 'c5.xlarge', 'r5.large', 'm5.2xlarge'] as const;
 const READY_TIMEOUT_MS = 90_000;
+/** How often the live cloud's pods start or end on one node (real time, whatever the time scale). */
+const POD_CHURN_PERIOD_MS = 5_000;
 
 async function main(): Promise<number> {
   // The runner's own SDK clients (table setup, stream polling) run on this Node.js, which the
@@ -30,6 +42,7 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  if (flags.launch !== undefined) return launchIntoRunningCloud(flags.launch);
   const logPath = join(tmpdir(), `local-cloud-${process.pid}.log`);
   const logFile = createWriteStream(logPath);
   const recentErrors: string[] = [];
@@ -55,32 +68,50 @@ async function main(): Promise<number> {
     cloud.functionNames[
       Object.keys(cloud.functionNames).find((logicalId) => logicalId.startsWith('Sync')) ?? ''
     ];
-  const statePath = writeLocalCloudState({
-    pid: process.pid,
-    lambdaEndpoint: cloud.lambdaEndpoint,
-    syncFunctionName: syncFunctionName ?? '',
-    tableName: cloud.table.name,
-    dynamoDbEndpoint: cloud.table.endpoint,
-    kubeconfigPath: cloud.kubeconfigPath,
-    region: LOCAL_REGION,
-    operatorCredentials: LOCAL_OPERATOR_CREDENTIALS,
-  });
+  const launchNext = nextInstanceLauncher(cloud);
+  // Every stored CiliumNode version, stamped when the cloud's watch delivered it.
+  const demand = new DemandTracker();
+  const stopTracking = cloud.k8s.onVersion((version) => demand.observe(version, Date.now()));
+  let control: ControlEndpoint | undefined;
+  let churn: PodChurn | undefined;
+  let statePath: string | undefined;
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
-    removeLocalCloudState(statePath);
+    if (statePath !== undefined) removeLocalCloudState(statePath);
+    churn?.stop();
+    stopTracking();
+    await control?.close();
     await cloud.stop();
     await new Promise((resolve) => logFile.end(resolve));
   };
   try {
+    control = await startControlEndpoint(launchNext);
+    statePath = writeLocalCloudState({
+      pid: process.pid,
+      lambdaEndpoint: cloud.lambdaEndpoint,
+      syncFunctionName: syncFunctionName ?? '',
+      tableName: cloud.table.name,
+      dynamoDbEndpoint: cloud.table.endpoint,
+      kubeconfigPath: cloud.kubeconfigPath,
+      region: LOCAL_REGION,
+      operatorCredentials: LOCAL_OPERATOR_CREDENTIALS,
+      control: { endpoint: control.endpoint, token: control.token },
+    });
     console.log(describeCloud(cloud, Date.now() - startedAtMs, logPath));
     console.log(reachIt(cloud, statePath, syncFunctionName ?? ''));
-    for (let index = 0; index < flags.nodes; index++) {
-      cloud.launchInstance(INSTANCE_TYPES[index % INSTANCE_TYPES.length] as string);
-    }
+    for (let index = 0; index < flags.nodes; index++) launchNext();
     if (flags.once) return await runOnce(cloud, recentErrors);
-    await runLive(cloud, recentErrors, flags);
+    churn = startPodChurn(
+      {
+        k8s: cloud.k8s,
+        summary: () => cloud.summary(),
+        runsMultiPoolAgent: (nodeName) => cloud.multiPoolAgent(nodeName) !== undefined,
+      },
+      POD_CHURN_PERIOD_MS,
+    );
+    await runLive(cloud, recentErrors, flags, demand);
     return 0;
   } finally {
     await stop();
@@ -99,6 +130,7 @@ function reachIt(cloud: LocalCloud, statePath: string, syncFunctionName: string)
     `  export AWS_ACCESS_KEY_ID=${LOCAL_OPERATOR_CREDENTIALS.accessKeyId} AWS_SECRET_ACCESS_KEY=${LOCAL_OPERATOR_CREDENTIALS.secretAccessKey} AWS_DEFAULT_REGION=${LOCAL_REGION}`,
     `  export AWS_ENDPOINT_URL_EC2=${cloud.ec2.url} AWS_ENDPOINT_URL_DYNAMODB=${cloud.table.endpoint} AWS_ENDPOINT_URL_LAMBDA=${cloud.lambdaEndpoint}`,
     `  export ${LOCAL_CLOUD_VARIABLE}=${statePath}`,
+    '  more nodes in this cloud: npm start -- --launch 2',
     `  node table ${cloud.table.name}, sync function ${syncFunctionName}; older aws CLIs: --endpoint-url ${cloud.ec2.url} (ec2), ${cloud.table.endpoint} (dynamodb), ${cloud.lambdaEndpoint} (lambda)`,
   ].join('\n');
 }
@@ -116,11 +148,8 @@ async function runOnce(cloud: LocalCloud, recentErrors: readonly string[]): Prom
   await cloud.fireSchedules();
   await cloud.settle();
   const summary = await cloud.summary();
-  console.log(kubernetesLine(cloud));
-  console.log(renderSummary(summary));
-  console.log(describeActivity(cloud, recentErrors));
   const denials = await cloud.denials();
-  console.log(renderDenials(denials));
+  console.log(await renderLiveTable(cloud, { recentErrors }));
   const ok =
     !timedOut &&
     summary.readyNodes === summary.nodes.length &&
@@ -133,11 +162,16 @@ async function runOnce(cloud: LocalCloud, recentErrors: readonly string[]): Prom
 }
 
 /** Redraws the summary every second until Ctrl-C. */
-async function runLive(cloud: LocalCloud, recentErrors: readonly string[], flags: Flags): Promise<void> {
+async function runLive(
+  cloud: LocalCloud,
+  recentErrors: readonly string[],
+  flags: Flags,
+  demand: DemandTracker,
+): Promise<void> {
   const interactive = process.stdout.isTTY === true;
   let previous = '';
   const draw = async () => {
-    const text = `${kubernetesLine(cloud)}\n${renderSummary(await cloud.summary())}\n${renderDenials(await cloud.denials())}\n${describeActivity(cloud, recentErrors)}`;
+    const text = await renderLiveTable(cloud, { recentErrors, demand });
     if (text === previous) return;
     previous = text;
     if (interactive) process.stdout.write('\x1b[2J\x1b[H');
@@ -158,11 +192,6 @@ async function runLive(cloud: LocalCloud, recentErrors: readonly string[], flags
     process.once('SIGINT', finish);
     process.once('SIGTERM', finish);
   });
-}
-
-/** Which Kubernetes API server the cloud runs on: `kube-apiserver v1.36.3`, or the emulator. */
-function kubernetesLine(cloud: LocalCloud): string {
-  return cloud.k8s.backend === 'emulator' ? 'Kubernetes emulator' : `kube-apiserver ${cloud.k8s.version}`;
 }
 
 function describeCloud(cloud: LocalCloud, startupMs: number, logPath: string): string {
@@ -191,22 +220,15 @@ function describeCloud(cloud: LocalCloud, startupMs: number, logPath: string): s
   ].join('\n');
 }
 
-function describeActivity(cloud: LocalCloud, recentErrors: readonly string[]): string {
-  const invocations = Object.entries(cloud.functionStats())
-    .map(
-      ([logicalId, stats]) =>
-        `${logicalId.replace(/Function[0-9A-F]{8}$/, '')} ${stats.invocations} (${stats.failures} failed, ${stats.coldStarts} cold)`,
-    )
-    .join(', ');
-  const stream = cloud.streamStats();
-  const lines = [
-    `invocations: ${invocations}`,
-    `stream: ${stream.recordsRead} records, ${stream.batchesInvoked} batches, ${stream.batchFailures} failed batches, ${stream.recordsDiscarded} records given up`,
-    `given up: ${cloud.asyncFailures.length} async invocations, ${cloud.streamFailures.length} stream batches`,
-  ];
-  if (recentErrors.length > 0)
-    lines.push('recent function errors:', ...recentErrors.map((line) => `  ${line}`));
-  return lines.join('\n');
+/** `--launch N`: asks the running local cloud (its state file) to launch N instances. */
+async function launchIntoRunningCloud(count: number): Promise<number> {
+  const state = findLocalCloudState();
+  const launched = await requestLaunch(state, count);
+  for (const instance of launched) {
+    console.log(`launched ${instance.instanceId} (${instance.instanceType}), node ${instance.nodeName}`);
+  }
+  console.log(`the live table of the local cloud (pid ${state.pid}) shows them as they get ready`);
+  return 0;
 }
 
 main().then(
@@ -214,7 +236,12 @@ main().then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    if (error instanceof CommandLineError) console.error(`npm start: ${error.message}`);
+    if (
+      error instanceof CommandLineError ||
+      error instanceof ControlError ||
+      error instanceof LocalCloudNotFoundError
+    )
+      console.error(`npm start: ${(error as Error).message}`);
     else console.error(error instanceof Error ? (error.stack ?? error.message) : error);
     process.exitCode = 1;
   },

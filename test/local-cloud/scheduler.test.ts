@@ -45,7 +45,7 @@ describe('Scheduler', () => {
     ]);
     await scheduler.fireAll();
     expect(fired).toEqual(['Every5']);
-    await scheduler.stop();
+    scheduler.stop();
   });
 
   it('fires on its timer once started', async () => {
@@ -60,7 +60,7 @@ describe('Scheduler', () => {
         }
       }, 5);
     });
-    await scheduler.stop();
+    scheduler.stop();
     expect(firings).toBeGreaterThanOrEqual(2);
   });
 });

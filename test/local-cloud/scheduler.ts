@@ -58,7 +58,6 @@ export type FireRule = (rule: RuleDefinition) => Promise<void>;
 export class Scheduler {
   private readonly rules: { rule: RuleDefinition; periodMs: number }[];
   private readonly timers: NodeJS.Timeout[] = [];
-  private readonly firings = new Set<Promise<void>>();
 
   constructor(
     rules: readonly RuleDefinition[],
@@ -83,24 +82,20 @@ export class Scheduler {
   /** Starts the timers; the first firing of each rule is one period from now, as after a deploy. */
   start(): void {
     for (const { rule, periodMs } of this.rules) {
-      this.timers.push(setInterval(() => void this.track(this.fire(rule)), periodMs));
+      this.timers.push(setInterval(() => void this.fire(rule).catch(() => {}), periodMs));
     }
   }
 
   /** Fires every schedule rule now; resolves when their invocations finished. */
   async fireAll(): Promise<void> {
-    await Promise.all(this.rules.map(({ rule }) => this.track(this.fire(rule))));
+    await Promise.all(this.rules.map(({ rule }) => this.fire(rule)));
   }
 
-  /** Stops the timers and waits for firings in progress. */
-  async stop(): Promise<void> {
+  /**
+   * Stops the timers. Firings in progress are not waited for: a firing lasts as long as its
+   * invocation, and the watcher's lasts minutes; stopping the functions ends them.
+   */
+  stop(): void {
     for (const timer of this.timers.splice(0)) clearInterval(timer);
-    await Promise.allSettled([...this.firings]);
-  }
-
-  private track(firing: Promise<void>): Promise<void> {
-    this.firings.add(firing);
-    void firing.finally(() => this.firings.delete(firing)).catch(() => {});
-    return firing;
   }
 }

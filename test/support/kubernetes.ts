@@ -361,10 +361,17 @@ async function emulatorBackend(options: KubernetesOptions): Promise<KubernetesUn
       matching(
         emulator.requests
           .all()
-          .filter((request) => request.user !== 'kubernetes-admin' && request.verb !== 'unknown')
+          // As the real server's audit policy: CiliumNodes and ConfigMaps only (not the reviews).
+          .flatMap((request) =>
+            request.user !== 'kubernetes-admin' &&
+            request.verb !== 'unknown' &&
+            (request.resource === undefined || request.resource === 'configmaps')
+              ? [{ ...request, resource: request.resource ?? ('ciliumnodes' as const) }]
+              : [],
+          )
           .map((request) => ({
             verb: request.verb,
-            resource: request.resource ?? 'ciliumnodes',
+            resource: request.resource,
             subresource: request.subresource ?? 'main',
             name: request.name,
             user: request.user,

@@ -23,8 +23,11 @@ export interface RequestInfo {
   /** `main` for the object and the collection, `status` for `/status`; absent for discovery. */
   subresource?: Subresource;
   name?: string;
-  /** `configmaps` for the core ConfigMaps; absent for `ciliumnodes` (and discovery). */
-  resource?: 'configmaps';
+  /**
+   * `configmaps` for the core ConfigMaps, the two reviews for `kubectl auth can-i` and `whoami`;
+   * absent for `ciliumnodes` (and discovery).
+   */
+  resource?: 'configmaps' | 'selfsubjectaccessreviews' | 'selfsubjectreviews';
   /** The namespace of a namespaced request (ConfigMaps). */
   namespace?: string;
 }

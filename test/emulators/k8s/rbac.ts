@@ -34,10 +34,21 @@ interface Rule {
 }
 
 interface Binding {
+  readonly name: string;
   readonly roleRef: { readonly kind: 'ClusterRole' | 'Role'; readonly name: string };
   /** The RoleBinding's namespace; absent for a ClusterRoleBinding. */
   readonly namespace?: string;
   readonly subjects: readonly { kind: string; name: string }[];
+}
+
+/** What an authorization question names (a SelfSubjectAccessReview's `resourceAttributes`). */
+export interface AuthorizationTarget {
+  readonly apiGroup: string;
+  /** The resource, with `/<subresource>` when one is named. */
+  readonly resource: string;
+  readonly verb: string;
+  readonly name?: string | undefined;
+  readonly namespace?: string | undefined;
 }
 
 export class RbacError extends Error {
@@ -56,23 +67,45 @@ export class RbacAuthorizer {
   }
 
   allows(identity: Identity, request: RequestInfo): boolean {
-    if (identity.groups.includes('system:masters') || request.verb === 'discovery') return true;
+    if (request.verb === 'discovery') return true;
+    // Every authenticated identity may ask who it is and what it may do (`system:basic-user`).
+    if (request.resource === 'selfsubjectaccessreviews' || request.resource === 'selfsubjectreviews')
+      return true;
     const target =
       request.resource === 'configmaps'
         ? { apiGroup: '', resource: 'configmaps', namespace: request.namespace }
         : { apiGroup: GROUP, resource: request.subresource === 'status' ? `${RESOURCE}/status` : RESOURCE };
-    return this.bindings
-      .filter((binding) => binding.subjects.some((subject) => bindsTo(subject, identity)))
-      .filter((binding) => binding.namespace === undefined || binding.namespace === target.namespace)
-      .flatMap((binding) => this.rulesOf(binding))
-      .some(
+    return this.authorize(identity, { ...target, verb: request.verb, name: request.name }) !== undefined;
+  }
+
+  /**
+   * Whether `identity` may `verb` the target (`resource` with its subresource, e.g.
+   * `ciliumnodes/status`; `namespace` absent for a cluster-scoped one): the reason kube-apiserver's
+   * RBAC authorizer gives (`RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to Group
+   * "g"`; empty for `system:masters`, allowed before RBAC is asked), or undefined when denied.
+   */
+  authorize(identity: Identity, target: AuthorizationTarget): string | undefined {
+    if (identity.groups.includes('system:masters')) return '';
+    for (const binding of this.bindings) {
+      const subject = binding.subjects.find((candidate) => bindsTo(candidate, identity));
+      if (subject === undefined) continue;
+      if (binding.namespace !== undefined && binding.namespace !== target.namespace) continue;
+      const granted = this.rulesOf(binding).some(
         (rule) =>
           matchesAny(rule.apiGroups, target.apiGroup) &&
           matchesAny(rule.resources, target.resource) &&
-          matchesAny(rule.verbs, request.verb) &&
+          matchesAny(rule.verbs, target.verb) &&
           (rule.resourceNames.length === 0 ||
-            (request.name !== undefined && rule.resourceNames.includes(request.name))),
+            (target.name !== undefined && rule.resourceNames.includes(target.name))),
       );
+      if (!granted) continue;
+      const bindingName =
+        binding.namespace === undefined
+          ? `ClusterRoleBinding ${JSON.stringify(binding.name)}`
+          : `RoleBinding ${JSON.stringify(`${binding.name}/${binding.namespace}`)}`;
+      return `RBAC: allowed by ${bindingName} of ${binding.roleRef.kind} ${JSON.stringify(binding.roleRef.name)} to ${subject.kind} ${JSON.stringify(subject.name)}`;
+    }
+    return undefined;
   }
 
   private rulesOf(binding: Binding): Rule[] {
@@ -102,6 +135,7 @@ export class RbacAuthorizer {
       case 'ClusterRoleBinding':
         if (roleRef.kind !== 'ClusterRole') throw new RbacError(`${name}: roleRef must name a ClusterRole`);
         this.bindings.push({
+          name,
           roleRef: { kind: 'ClusterRole', name: String(roleRef.name) },
           subjects: subjects(),
         });
@@ -112,6 +146,7 @@ export class RbacAuthorizer {
           throw new RbacError(`${name}: roleRef must name a Role or a ClusterRole`);
         }
         this.bindings.push({
+          name,
           roleRef: { kind: roleRef.kind, name: String(roleRef.name) },
           namespace,
           subjects: subjects(),

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
 import type { ConfigMapStore } from './configmaps.ts';
 import type { FaultKind, Faults, RequestInfo, RequestLog, RequestRecord } from './faults.ts';
+import { actingIdentity, selfSubjectAccessReview, selfSubjectReview } from './identity-requests.ts';
 import { isJsonObject } from './json.ts';
 import { applyJsonPatch, JsonPatchError, parseJsonPatch } from './json-patch.ts';
 import { applyMergePatch } from './merge-patch.ts';
@@ -18,6 +19,7 @@ import {
   forbiddenInNamespace,
   GROUP,
   internalError,
+  invalidDryRun,
   LIST_KIND,
   methodNotAllowed,
   notFound,
@@ -72,13 +74,24 @@ export type Route =
   | { target: 'discovery'; body: unknown }
   | { target: 'collection' }
   | { target: 'object'; name: string; subresource: Subresource }
-  | { target: 'configmaps'; namespace: string; name?: string };
+  | { target: 'configmaps'; namespace: string; name?: string }
+  | { target: 'review'; resource: ReviewResource };
+
+type ReviewResource = 'selfsubjectaccessreviews' | 'selfsubjectreviews';
+
+/** The questions an identity asks about itself (`kubectl auth can-i`, `kubectl auth whoami`). */
+const REVIEW_PATHS: Readonly<Record<string, ReviewResource>> = {
+  '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews': 'selfsubjectaccessreviews',
+  '/apis/authentication.k8s.io/v1/selfsubjectreviews': 'selfsubjectreviews',
+};
 
 const CONFIG_MAP_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/configmaps(?:\/([^/]+))?\/?$/;
 
 export function parseRoute(pathname: string): Route | undefined {
   const discovery = DISCOVERY[pathname.replace(/\/$/, '') || '/'];
   if (discovery !== undefined) return { target: 'discovery', body: discovery };
+  const review = REVIEW_PATHS[pathname];
+  if (review !== undefined) return { target: 'review', resource: review };
   const configMap = CONFIG_MAP_PATH.exec(pathname);
   if (configMap) {
     const namespace = decodeURIComponent(configMap[1] ?? '');
@@ -99,6 +112,8 @@ export function parseRoute(pathname: string): Route | undefined {
 /** The verb kube-apiserver's RequestInfoResolver would give this request. */
 export function requestInfo(route: Route, method: string, query: URLSearchParams): RequestInfo | undefined {
   if (route.target === 'discovery') return method === 'GET' ? { verb: 'discovery' } : undefined;
+  if (route.target === 'review')
+    return method === 'POST' ? { verb: 'create', resource: route.resource } : undefined;
   if (route.target === 'configmaps') {
     const verbs: Record<string, RequestInfo['verb']> =
       route.name === undefined
@@ -169,8 +184,10 @@ async function handle(deps: ServerDependencies, req: IncomingMessage, res: Serve
     if (deps.requiredToken !== undefined && req.headers.authorization !== `Bearer ${deps.requiredToken}`) {
       throw unauthorized();
     }
-    const identity = authenticate(deps.identities, req.headers.authorization);
-    record.user = identity.user;
+    const authenticated = authenticate(deps.identities, req.headers.authorization);
+    record.user = authenticated.user;
+    // Impersonation comes next, before authorization and routing, as on the real server.
+    const identity = actingIdentity(authenticated, req.headers, deps.rbac, info);
     if (route === undefined) throw routeNotFound();
     if (info === undefined) throw methodNotAllowed(method);
     if (!deps.rbac.allows(identity, info)) {
@@ -200,7 +217,7 @@ async function handle(deps: ServerDependencies, req: IncomingMessage, res: Serve
       if (fault === 'drop-after-apply') record.statusCode = 'dropped';
       return;
     }
-    const answer = await execute(deps, route, info, req, url.searchParams, contentType);
+    const answer = await execute(deps, { route, info, identity }, req, url.searchParams, contentType);
     if (fault === 'drop-after-apply') {
       record.statusCode = 'dropped';
       req.socket.destroy();
@@ -243,8 +260,7 @@ function send(res: ServerResponse, answer: Answer, headers: Record<string, strin
 
 async function execute(
   deps: ServerDependencies,
-  route: Route,
-  info: RequestInfo,
+  { route, info, identity }: { route: Route; info: RequestInfo; identity: Identity },
   req: IncomingMessage,
   query: URLSearchParams,
   contentType: string | undefined,
@@ -252,7 +268,15 @@ async function execute(
   const { store } = deps;
   if (route.target === 'discovery') return { code: 200, body: route.body };
   if (route.target === 'configmaps') return readConfigMaps(deps.configMaps, route, info);
-  const options = writeOptions(query);
+  if (route.target === 'review') {
+    const body =
+      route.resource === 'selfsubjectreviews'
+        ? selfSubjectReview(identity)
+        : selfSubjectAccessReview(identity, deps.rbac, decodeBody(await readBody(req), contentType));
+    return { code: 201, body };
+  }
+  if (info.verb === 'delete') return deleteObject(store, route, req, query);
+  const options = writeOptions(query, OPTIONS_KIND[info.verb] ?? 'CreateOptions');
 
   if (route.target === 'collection') {
     const selector = selectorFrom(query);
@@ -261,7 +285,7 @@ async function execute(
         return { code: 200, body: list(store, selector, query) };
       case 'create': {
         const result = store.create(decodeBody(await readBody(req), contentType), options);
-        return { code: options.dryRun ? 200 : 201, body: result.object, warnings: result.warnings };
+        return { code: 201, body: result.object, warnings: result.warnings };
       }
       case 'deletecollection': {
         const items = store.list(selector).map((o) => store.delete(o.metadata.name, {}, options).object);
@@ -293,13 +317,31 @@ async function execute(
       const result = store.update(name, patched, subresource, 'patch', options);
       return { code: 200, body: result.object, warnings: result.warnings };
     }
-    case 'delete': {
-      const body = await readBody(req);
-      const result = store.delete(name, deletePreconditions(body), options);
-      return { code: 200, body: result.deleted ? deleted(name, result.object.metadata.uid) : result.object };
-    }
   }
   throw methodNotAllowed(req.method ?? '');
+}
+
+/**
+ * DELETE of one object. Its options come from the DeleteOptions body when there is one (what
+ * kubectl sends: `kubectl delete --dry-run=server` puts `dryRun` there), else from the query, as
+ * kube-apiserver reads them.
+ */
+async function deleteObject(
+  store: CiliumNodeStore,
+  route: Route,
+  req: IncomingMessage,
+  query: URLSearchParams,
+): Promise<Answer> {
+  if (route.target !== 'object') throw methodNotAllowed(req.method ?? '');
+  const { name } = route;
+  const body = await readBody(req);
+  const options =
+    body.trim() === '' ? deleteOptionsOf({}, query) : deleteOptionsOf(parseJson(body), undefined);
+  const result = store.delete(name, options.preconditions, {
+    fieldValidation: 'Warn',
+    dryRun: options.dryRun,
+  });
+  return { code: 200, body: result.deleted ? deleted(name, result.object.metadata.uid) : result.object };
 }
 
 /** ConfigMaps are read-only over HTTP here (tests put them through the store, as an admin would). */
@@ -418,7 +460,15 @@ function watchRequest(query: URLSearchParams) {
   };
 }
 
-function writeOptions(query: URLSearchParams): WriteOptions {
+/** The options kind kube-apiserver decodes a write's query into, by verb. */
+const OPTIONS_KIND: Partial<Record<RequestInfo['verb'], string>> = {
+  create: 'CreateOptions',
+  update: 'UpdateOptions',
+  patch: 'PatchOptions',
+  deletecollection: 'DeleteOptions',
+};
+
+function writeOptions(query: URLSearchParams, optionsKind: string): WriteOptions {
   const fieldValidation = query.get('fieldValidation') ?? 'Warn';
   if (!['Strict', 'Warn', 'Ignore'].includes(fieldValidation)) {
     throw badRequest(
@@ -426,21 +476,32 @@ function writeOptions(query: URLSearchParams): WriteOptions {
     );
   }
   const dryRun = query.getAll('dryRun');
-  if (dryRun.some((value) => value !== 'All'))
-    throw badRequest(`unsupported dryRun value: ${dryRun.join(',')}`);
+  if (dryRun.some((value) => value !== 'All')) throw invalidDryRun(optionsKind, dryRun);
   return { fieldValidation: fieldValidation as FieldValidation, dryRun: dryRun.length > 0 };
 }
 
-function deletePreconditions(body: string): { uid?: string; resourceVersion?: string } {
-  if (body.trim() === '') return {};
-  const options = parseJson(body);
-  const preconditions = isJsonObject(options) ? options.preconditions : undefined;
-  if (!isJsonObject(preconditions)) return {};
+/** The DeleteOptions of a body (or of the query when `query` is given): dry run and preconditions. */
+function deleteOptionsOf(
+  body: unknown,
+  query: URLSearchParams | undefined,
+): { dryRun: boolean; preconditions: { uid?: string; resourceVersion?: string } } {
+  const options = isJsonObject(body) ? body : {};
+  const dryRun =
+    query === undefined
+      ? Array.isArray(options.dryRun)
+        ? options.dryRun.map(String)
+        : []
+      : query.getAll('dryRun');
+  if (dryRun.some((value) => value !== 'All')) throw invalidDryRun('DeleteOptions', dryRun);
+  const preconditions = isJsonObject(options.preconditions) ? options.preconditions : {};
   return {
-    ...(typeof preconditions.uid === 'string' ? { uid: preconditions.uid } : {}),
-    ...(typeof preconditions.resourceVersion === 'string'
-      ? { resourceVersion: preconditions.resourceVersion }
-      : {}),
+    dryRun: dryRun.length > 0,
+    preconditions: {
+      ...(typeof preconditions.uid === 'string' ? { uid: preconditions.uid } : {}),
+      ...(typeof preconditions.resourceVersion === 'string'
+        ? { resourceVersion: preconditions.resourceVersion }
+        : {}),
+    },
   };
 }
 

@@ -161,6 +161,19 @@ export function forbidden(user: string, verb: string, resource: string, name: st
   );
 }
 
+/**
+ * A refused impersonation, as kube-apiserver v1.36 words it (its constrained-impersonation check,
+ * `impersonate-on:user-info:<verb>` on the resource the request is for, reports the denial).
+ */
+export function forbiddenToImpersonate(
+  user: string,
+  verb: string,
+  resource: string,
+  name: string | undefined,
+): ApiError {
+  return forbidden(user, `impersonate-on:user-info:${verb}`, resource, name);
+}
+
 export function routeNotFound(): ApiError {
   return failure(404, 'NotFound', 'the server could not find the requested resource', {});
 }
@@ -235,4 +248,18 @@ export function forbiddenInNamespace(
     `${subject} is forbidden: User ${JSON.stringify(user)} cannot ${verb} resource ${JSON.stringify(resource)} in API group "" in the namespace ${JSON.stringify(namespace)}`,
     { ...(name === undefined ? {} : { name }), kind: resource },
   );
+}
+
+/**
+ * A dryRun value other than `All` in the options of a write, as kube-apiserver validates them:
+ * 422 Invalid of the options kind (`CreateOptions`, `UpdateOptions`, `PatchOptions`,
+ * `DeleteOptions`) in `meta.k8s.io`, the cause on field `dryRun`.
+ */
+export function invalidDryRun(optionsKind: string, values: readonly string[]): ApiError {
+  const message = `Unsupported value: ${JSON.stringify(values)}: supported values: "All"`;
+  return failure(422, 'Invalid', `${optionsKind}.meta.k8s.io "" is invalid: dryRun: ${message}`, {
+    group: 'meta.k8s.io',
+    kind: optionsKind,
+    causes: [{ reason: 'FieldValueNotSupported', message, field: 'dryRun' }],
+  });
 }

@@ -245,7 +245,9 @@ function writeCredentials(
         `identity ${identity.user}: tokens, users and groups must not hold commas, quotes or spaces`,
       );
     }
-    return `${token},${identity.user},uid-${index},"${identity.groups.join(',')}"`;
+    // No group column for an identity without groups: `""` would make it a member of the group "".
+    const groups = identity.groups.length === 0 ? '' : `,"${identity.groups.join(',')}"`;
+    return `${token},${identity.user},uid-${index}${groups}`;
   });
   writeFileSync(join(directory, 'audit-policy.yaml'), AUDIT_POLICY);
   writeFileSync(join(directory, 'tokens.csv'), `${csv.join('\n')}\n`, { mode: 0o600 });

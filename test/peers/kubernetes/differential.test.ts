@@ -111,6 +111,9 @@ const resourceVersionTest = (resourceVersion: string | undefined) => ({
 });
 const JSON_PATCH = 'application/json-patch+json';
 const MERGE_PATCH = 'application/merge-patch+json';
+const SELF_SUBJECT_ACCESS_REVIEWS = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews';
+const SELF_SUBJECT_REVIEWS = '/apis/authentication.k8s.io/v1/selfsubjectreviews';
+const SELF_SUBJECT_REVIEW = { kind: 'SelfSubjectReview', apiVersion: 'authentication.k8s.io/v1' };
 
 describe('the emulator answers as kube-apiserver does', () => {
   it('get: the object, its resourceVersion, spec and status', async () => {
@@ -612,6 +615,229 @@ describe('the emulator answers as kube-apiserver does', () => {
       createWarnings: ['unknown field "spec.not-a-field"'],
       patchStatus: 200,
       storedHasUnknown: false,
+    });
+  });
+
+  it('dryRun: create, update and patch (in the query) and delete (query or DeleteOptions body) answer as done and store nothing', async () => {
+    const observed = await compare('dry-run', async (backend) => {
+      const name = uniqueName('dry-run');
+      const seeded = await seed(backend, name);
+      const admin = backend.admin;
+      const created = await admin.request(
+        'POST',
+        `${CILIUMNODES}?dryRun=All`,
+        exampleCiliumNode(`${name}-new`),
+      );
+      const createdThere = (await admin.request('GET', objectPath(`${name}-new`))).status;
+      const patched = await admin.request(
+        'PATCH',
+        `${objectPath(name)}?dryRun=All`,
+        { spec: { ipam: { 'pre-allocate': 13 } } },
+        MERGE_PATCH,
+      );
+      const put = await admin.request('PUT', `${objectPath(name)}?dryRun=All`, {
+        ...seeded,
+        spec: { ...seeded.spec, 'instance-id': 'i-0dry' },
+      });
+      // What `kubectl delete --dry-run=server` sends: the dryRun in the DeleteOptions body.
+      const deletedByBody = await admin.request('DELETE', objectPath(name), {
+        kind: 'DeleteOptions',
+        apiVersion: 'v1',
+        propagationPolicy: 'Background',
+        dryRun: ['All'],
+      });
+      const deletedByQuery = await admin.request('DELETE', `${objectPath(name)}?dryRun=All`);
+      const badQuery = await admin.request(
+        'POST',
+        `${CILIUMNODES}?dryRun=Everything`,
+        exampleCiliumNode(`${name}-bad`),
+      );
+      const badBody = await admin.request('DELETE', objectPath(name), {
+        kind: 'DeleteOptions',
+        apiVersion: 'v1',
+        dryRun: ['Nope'],
+      });
+      const afterResponse = await admin.request('GET', objectPath(name));
+      const after = bodyOf(afterResponse);
+      return {
+        afterStatus: afterResponse.status,
+        createStatus: created.status,
+        createKind: (created.body as { kind?: string }).kind,
+        createdThere,
+        patchStatus: patched.status,
+        patchAnswersPatched: bodyOf(patched).spec?.ipam?.['pre-allocate'],
+        putStatus: put.status,
+        putAnswersPut: bodyOf(put).spec?.['instance-id'],
+        deleteByBodyStatus: deletedByBody.status,
+        deleteByBodyKind: (deletedByBody.body as { kind?: string }).kind,
+        deleteByQueryStatus: deletedByQuery.status,
+        ...errorShape(badQuery, 'badQuery.'),
+        ...errorShape(badBody, 'badBody.'),
+        preAllocate: after.spec?.ipam?.['pre-allocate'],
+        instanceId: after.spec?.['instance-id'],
+        unchanged: after.metadata?.resourceVersion === seeded.metadata.resourceVersion,
+      };
+    });
+    expect(observed).toMatchObject({
+      createdThere: 404,
+      patchStatus: 200,
+      patchAnswersPatched: 13,
+      putStatus: 200,
+      putAnswersPut: 'i-0dry',
+      deleteByBodyStatus: 200,
+      deleteByQueryStatus: 200,
+      preAllocate: 8,
+      unchanged: true,
+    });
+  });
+
+  it('impersonation: honoured for the admin as the impersonated identity’s RBAC says, refused to a function identity', async () => {
+    const observed = await compare('impersonation', async (backend) => {
+      const name = uniqueName('impersonation');
+      await seed(backend, name);
+      const sync = backend.identityOf('Sync');
+      const asSync = { 'Impersonate-User': sync.user, 'Impersonate-Group': [...sync.groups] };
+      const admin = backend.admin;
+      const statusPatch = await admin.request(
+        'PATCH',
+        objectPath(name, '/status'),
+        { status: { ipam: { 'operator-status': { error: 'z' } } } },
+        MERGE_PATCH,
+        asSync,
+      );
+      const deleteAsSync = await admin.request('DELETE', objectPath(name), undefined, undefined, asSync);
+      const userOnly = await admin.request('GET', objectPath(name), undefined, undefined, {
+        'Impersonate-User': sync.user,
+      });
+      const whoami = await admin.request(
+        'POST',
+        SELF_SUBJECT_REVIEWS,
+        SELF_SUBJECT_REVIEW,
+        undefined,
+        asSync,
+      );
+      const escalation = await backend
+        .as('Allocate')
+        .request('DELETE', objectPath(name), undefined, undefined, {
+          'Impersonate-User': 'kubernetes-admin',
+          'Impersonate-Group': 'system:masters',
+        });
+      const stillThere = (await admin.request('GET', objectPath(name))).status;
+      const userInfo = (whoami.body as { status?: { userInfo?: { username?: string; groups?: string[] } } })
+        .status?.userInfo;
+      return {
+        statusPatch: statusPatch.status,
+        ...errorShape(deleteAsSync, 'deleteAsSync.'),
+        ...errorShape(userOnly, 'userOnly.'),
+        whoamiStatus: whoami.status,
+        whoamiUser: userInfo?.username === sync.user,
+        whoamiGroups: [...(userInfo?.groups ?? [])].sort(),
+        ...errorShape(escalation, 'escalation.'),
+        escalationMessage: (escalation.body as { message?: string }).message
+          ?.replace(/"arn:[^"]+"/, '<user>')
+          .replace(name, '<name>'),
+        stillThere,
+      };
+    });
+    expect(observed).toMatchObject({
+      statusPatch: 200,
+      'deleteAsSync.status': 403,
+      'userOnly.status': 403,
+      whoamiStatus: 201,
+      whoamiUser: true,
+      'escalation.status': 403,
+      'escalation.reason': 'Forbidden',
+      stillThere: 200,
+    });
+  });
+
+  it('SelfSubjectAccessReview answers what RBAC allows each identity (kubectl auth can-i)', async () => {
+    const questions = [
+      { functionId: 'admin', verb: 'delete', resource: 'ciliumnodes' },
+      { functionId: 'Allocate', verb: 'get', resource: 'ciliumnodes' },
+      { functionId: 'Allocate', verb: 'delete', resource: 'ciliumnodes' },
+      { functionId: 'Sync', verb: 'patch', resource: 'ciliumnodes', subresource: 'status' },
+      { functionId: 'Watch', verb: 'watch', resource: 'ciliumnodes' },
+      { functionId: 'Watch', verb: 'patch', resource: 'ciliumnodes', subresource: 'status' },
+      { functionId: 'Ungrouped', verb: 'get', resource: 'ciliumnodes' },
+      {
+        functionId: 'Allocate',
+        verb: 'get',
+        resource: 'configmaps',
+        group: '',
+        namespace: 'kube-system',
+        name: 'cilium-config',
+      },
+      {
+        functionId: 'Allocate',
+        verb: 'get',
+        resource: 'configmaps',
+        group: '',
+        namespace: 'default',
+        name: 'cilium-config',
+      },
+    ];
+    const observed = await compare('self-subject-access-review', async (backend) => {
+      const answers: Record<string, unknown> = {};
+      for (const { functionId, group = 'cilium.io', ...attributes } of questions) {
+        const client = functionId === 'admin' ? backend.admin : backend.as(functionId);
+        const resourceAttributes = { group, ...attributes };
+        const response = await client.request('POST', SELF_SUBJECT_ACCESS_REVIEWS, {
+          kind: 'SelfSubjectAccessReview',
+          apiVersion: 'authorization.k8s.io/v1',
+          spec: { resourceAttributes },
+        });
+        const body = response.body as {
+          kind?: string;
+          spec?: unknown;
+          status?: { allowed?: boolean; denied?: boolean; reason?: string };
+        };
+        answers[`${functionId} ${JSON.stringify(resourceAttributes)}`] = {
+          status: response.status,
+          kind: body.kind,
+          spec: body.spec,
+          allowed: body.status?.allowed,
+          denied: body.status?.denied,
+          reason: body.status?.reason,
+        };
+      }
+      const get = await backend.admin.request('GET', SELF_SUBJECT_ACCESS_REVIEWS);
+      answers.get = get.status;
+      return answers;
+    });
+    const allowed = Object.values(observed).map((answer) => (answer as { allowed?: boolean }).allowed);
+    expect(allowed).toEqual([true, true, false, true, true, false, false, true, false, undefined]);
+  });
+
+  it('SelfSubjectReview answers who the token is (kubectl auth whoami)', async () => {
+    const observed = await compare('self-subject-review', async (backend) => {
+      const answers: Record<string, unknown> = {};
+      for (const functionId of ['admin', 'Sync', 'Ungrouped']) {
+        const client = functionId === 'admin' ? backend.admin : backend.as(functionId);
+        const response = await client.request('POST', SELF_SUBJECT_REVIEWS, SELF_SUBJECT_REVIEW);
+        const body = response.body as {
+          kind?: string;
+          apiVersion?: string;
+          status?: { userInfo?: { username?: string; groups?: string[] } };
+        };
+        const username = body.status?.userInfo?.username;
+        answers[functionId] = {
+          status: response.status,
+          kind: body.kind,
+          apiVersion: body.apiVersion,
+          username: functionId === 'admin' ? username : username === backend.identityOf(functionId).user,
+          groups: [...(body.status?.userInfo?.groups ?? [])].sort(),
+        };
+      }
+      return answers;
+    });
+    expect(observed).toMatchObject({
+      admin: {
+        status: 201,
+        username: 'kubernetes-admin',
+        groups: ['system:authenticated', 'system:masters'],
+      },
+      Sync: { status: 201, username: true },
     });
   });
 

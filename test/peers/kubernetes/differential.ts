@@ -19,6 +19,8 @@ export interface Backend {
   as(functionId: string): HttpsJsonClient;
   /** A client presenting `token`, known to the server or not. */
   withToken(token: string): HttpsJsonClient;
+  /** The user name and groups the server knows a function identity by. */
+  identityOf(functionId: string): { readonly user: string; readonly groups: readonly string[] };
 }
 
 export function backendOf(kubernetes: KubernetesUnderTest): Backend {
@@ -32,6 +34,11 @@ export function backendOf(kubernetes: KubernetesUnderTest): Backend {
     admin,
     as: (functionId) => clientFor(kubernetes.tokenOf(functionId)),
     withToken: clientFor,
+    identityOf: (functionId) => {
+      const identity = kubernetes.identities.find((candidate) => candidate.functionId === functionId);
+      if (identity === undefined) throw new Error(`no function identity ${functionId}`);
+      return identity.kubernetes;
+    },
   };
 }
 

@@ -16,7 +16,14 @@ export interface HttpsJsonResponse {
 }
 
 export interface HttpsJsonClient {
-  request(method: string, path: string, body?: unknown, contentType?: string): Promise<HttpsJsonResponse>;
+  /** `headers`: extra request headers (e.g. `Impersonate-User`), sent as given. */
+  request(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType?: string,
+    headers?: Readonly<Record<string, string | readonly string[]>>,
+  ): Promise<HttpsJsonResponse>;
   /** Opens a watch (`path` carries `watch=true`) and calls `onEvent` per line until `close()` or the server ends it. */
   watch(path: string, onEvent: (event: unknown) => void): Promise<{ close(): void; ended: Promise<number> }>;
 }
@@ -38,7 +45,12 @@ export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClien
   if (base.protocol !== 'https:' && base.protocol !== 'http:')
     throw new Error(`not an http(s) URL: ${options.url}`);
   const send = base.protocol === 'https:' ? httpsRequest : httpRequest;
-  const requestOptions = (method: string, path: string, contentType?: string) => ({
+  const requestOptions = (
+    method: string,
+    path: string,
+    contentType?: string,
+    extraHeaders: Readonly<Record<string, string | readonly string[]>> = {},
+  ) => ({
     method,
     host: base.hostname,
     port: base.port,
@@ -48,15 +60,20 @@ export function httpsJsonClient(options: HttpsJsonClientOptions): HttpsJsonClien
       Authorization: `Bearer ${options.token}`,
       Accept: 'application/json',
       ...(contentType === undefined ? {} : { 'Content-Type': contentType }),
+      ...(extraHeaders as Record<string, string | string[]>),
     },
   });
   return {
-    request: (method, path, body, contentType) =>
+    request: (method, path, body, contentType, headers) =>
       new Promise((resolve, reject) => {
         const payload =
           body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
         const type = payload === undefined ? undefined : (contentType ?? 'application/json');
-        const request = send(requestOptions(method, path, type), (response) => {
+        // The length always: Node sends a DELETE's body unframed otherwise, and the server reads it
+        // as the start of the connection's next request.
+        const length: Record<string, string> =
+          payload === undefined ? {} : { 'Content-Length': String(Buffer.byteLength(payload)) };
+        const request = send(requestOptions(method, path, type, { ...length, ...headers }), (response) => {
           const chunks: Buffer[] = [];
           response.on('data', (chunk: Buffer) => chunks.push(chunk));
           response.on('end', () => {
