@@ -1,5 +1,8 @@
 import { type ConfigMapLocation, DEFAULT_CILIUM_CONFIG } from './kubernetes-access.ts';
 
+/** EKS's rule for cluster names: a letter or digit, then letters, digits, `-` and `_`, 100 at most. */
+export const EKS_CLUSTER_NAME_PATTERN = /^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$/;
+
 /**
  * Stack configuration from CDK context (defaults in cdk.json, overridable with `-c key=value`),
  * validated at synth time so a bad value fails `cdk synth` with a message naming the key.
@@ -171,7 +174,7 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
   };
 
   const config: { -readonly [K in keyof StackConfig]: StackConfig[K] } = {
-    clusterName: text('clusterName', /^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$/, 'an EKS cluster name', 'prod-eu'),
+    clusterName: text('clusterName', EKS_CLUSTER_NAME_PATTERN, 'an EKS cluster name', 'prod-eu'),
     vpcId: text('vpcId', /^vpc-[0-9a-f]{8,17}$/, 'a VPC id (vpc-…)', 'vpc-0123456789abcdef0'),
     vpcOwnerAccountId:
       get('vpcOwnerAccountId') === undefined || get('vpcOwnerAccountId') === ''
