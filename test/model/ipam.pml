@@ -6,6 +6,20 @@
  * between two steps every other actor may run, and every invocation of ours may crash before any
  * step (bounded by MAXFAULTS; a crash after the last step is the same as finishing). Purely local
  * planning is folded into the step that acts on it (nobody else can observe it).
+ *
+ * Node leases (functions/README.md, "Node leases"). A lease lasts from each write of it; a holder
+ * that is gone leaves it to expire ([lease-expiry]). A lease may also LAPSE WHILE ITS HOLDER STILL
+ * RUNS ([lease-lapse]: a pause, renewals that failed; counted within MAXFAULTS): the next
+ * invocation may then take the node, while the old holder goes on with its steps. What keeps the
+ * two apart: every write of the old holder is conditional on the version it last wrote, so it
+ * fails once the node was taken, and every EC2 mutation goes through the fence ([lease-fence]):
+ * a holder whose lease lapsed renews it first, on that version, and stops when that fails.
+ * Timing assumption (the one NodeLease states): the fence lets a call through with at least the
+ * margin (5 s) of lease left, a call reaches EC2 within the margin and the invocations' clocks
+ * agree to well within it. So no lapse falls between the fence and the call's effect in EC2 (they
+ * are one step), and a lapse in the middle of a call, AssignPrivateIpAddresses included, is a lapse
+ * after its effect: the next holder's observation reads EC2 first-hand after it and counts the
+ * address, so nobody asks for it twice (one_assign_per_need).
  * test/model/mapping.json names the function in functions/ behind every bracketed step label below.
  *
  * Configurations (-D at `spin -a` time, see test/model/verify.ts):
@@ -17,6 +31,8 @@
  *   RESTORE=1  the node table is replaced, once, by a new empty table (see `Restore` below)
  *   RESTORE=2  ... by a point-in-time restore: the record as it was at an earlier moment
  *   OLD_SYNCS  (RESTORE) syncs of the deployment before the switch may still run after it
+ *   NO_RESTART_BESIDE_OLD_SYNCS  (OLD_SYNCS) no agent restart while one does: see the open hazard
+ *              at RESTART_ALLOWED below
  *   LIVENESS   the never claim `served` (run with weak fairness, pan -a -f)
  * Known-wrong variants the checker must reject (each a -D switch):
  *   MUT_TWO_PLACE     cilium before #19923: the pool comes from a second, later read of the state
@@ -33,6 +49,11 @@
  *   MUT_UNASSIGN_BEFORE_PUBLISHED  (CIDR_RELEASE) a withdrawn CIDR is unassigned as soon as status
  *                     and allocated lack it, whatever record version the CiliumNode carries
  *   MUT_NO_CLAIM      the allocation calls EC2 without first claiming the node (no lease write)
+ *   MUT_LAPSED_BLIND_WRITE  a holder whose lease lapsed records what EC2 confirmed without the
+ *                     version condition (it takes itself for the holder still): it writes over the
+ *                     next holder's record
+ *   MUT_UNFENCED      EC2 mutations without the fence: a holder whose lease lapsed and was taken
+ *                     calls EC2 next to the new holder
  *   MUT_WITHDRAW_ALLOCATED  (CIDR_RELEASE) the sync withholds every withdrawing CIDR, also one the
  *                     agent lists in spec.ipam.pools.allocated
  *   MUT_UNGUARDED with AGENT=20 CIDR_RELEASE: a status write planned from a version whose
@@ -84,7 +105,7 @@
 
 mtype = { spec_claim, status, spec };
 mtype = { status_covers_spec, never_backwards, no_lost_update, one_eni_per_slot,
-          in_use_kept, right_node_only, derivable_assigned, allocated_kept };
+          one_assign_per_need, in_use_kept, right_node_only, derivable_assigned, allocated_kept };
 
 #define CHECK(p, cond) if :: (cond) -> skip :: else -> printf("PROPERTY %e VIOLATED\n", p); assert(false) fi
 
@@ -92,8 +113,15 @@ mtype = { status_covers_spec, never_backwards, no_lost_update, one_eni_per_slot,
  * One step with an effect (a write, an EC2 call) of an invocation of ours, or a crash in its
  * place. Reads get no crash of their own: crashing before a read is the same as crashing before
  * the next effect, since a read changes nothing anyone else sees.
+ * The `true` that opens the step is needed: SPIN takes an `else` as executable only when no other
+ * option at the same control point is, and without it the first `if` of `body` would share its
+ * control point with the crash option. Its `else` (a lost version condition, a patch that failed
+ * its resourceVersion test, the second address of an assignment, a record already up to date)
+ * would then be blocked while a crash is still in the budget, and the step could only crash:
+ * whole interleavings (an assignment of a second address, then an agent restart) would go
+ * unexplored.
  */
-#define STEP(body) if :: atomic { faults < MAXFAULTS -> faults++; printf("  process %d CRASHES here\n", _pid); goto crashed } :: atomic { body } fi
+#define STEP(body) if :: atomic { faults < MAXFAULTS -> faults++; printf("  process %d CRASHES here\n", _pid); goto crashed } :: atomic { true; body } fi
 #define READ(body) atomic { body }
 
 /* ---- EC2: the instance's ENI in device slot 1 ---- */
@@ -110,7 +138,9 @@ bool rStamp;         /* the table whose EC2 observation the content was reconcil
 byte rMark[NI];
 byte rWd[NI];        /* CIDR_RELEASE: a withdrawing entry's withdrawnInVersion (W), else 0 */
 bool leaseAlive;     /* the invocation that wrote the lease is still running */
-bool leaseExpired;   /* the lease's expiry time has passed (only after its holder is gone) */
+bool leaseExpired;   /* the lease's expiry time has passed (its holder gone, or lapsed while it runs) */
+byte lapsed;         /* allocators whose own lease's expiry passed while they ran (each knows it by
+                        its clock) and that have not renewed it since */
 
 /* ---- the CiliumNode ---- */
 byte cFresh;         /* syncs whose read (or write response) is still the current resourceVersion */
@@ -236,12 +266,19 @@ inline demandTarget() {
 #else
 #define VERSION_MATCHES has(rFresh, me - 1)
 #endif
+/* MUT_LAPSED_BLIND_WRITE: a holder whose lease lapsed writes without the condition */
+#ifdef MUT_LAPSED_BLIND_WRITE
+#define CONTENT_MATCHES (VERSION_MATCHES || has(lapsed, me - 1))
+#else
+#define CONTENT_MATCHES VERSION_MATCHES
+#endif
 
 /* stamps: the writer observed EC2 for this table (allocateOnce), so the content is stamped with it
    (reconciledInTable); every other writer keeps the stamp it read (nextNodeRecord) */
 #define RECORD_PUT(eni, ips, m0, m1, withLease, onConflict, stamps) \
     if \
-    :: VERSION_MATCHES -> \
+    :: CONTENT_MATCHES -> \
+       if :: !VERSION_MATCHES -> printf("  allocator %d writes after its lease lapsed, without the version condition\n", me) :: else fi; \
        /* no lost update: the new content keeps every recorded IP EC2 still has */ \
        CHECK(no_lost_update, ((rIps & eniIps) & ~(ips)) == 0); \
        rVer = rVer + 1; realVer++; \
@@ -250,7 +287,7 @@ inline demandTarget() {
        if :: stamps -> rStamp = rTab :: else fi; \
        if :: withLease -> rLease = me; leaseAlive = true; mine = true \
           :: else -> rLease = 0; leaseAlive = false; mine = false fi; \
-       leaseExpired = false; \
+       leaseExpired = false; lapsed = lapsed & ~bit(me - 1);   /* each write renews */ \
        rFresh = bit(me - 1);   /* the writer goes on from the version it wrote */ \
        renumber(); \
        printf("  allocator %d writes record v%d: eni=%d ips=%d marks=%d,%d lease=%d stamp=table %d\n", me, realVer, rEni, rIps, rMark[0], rMark[1], rLease, rStamp) \
@@ -258,6 +295,29 @@ inline demandTarget() {
     fi
 
 #define leasedByOther (rLease != 0 && !mine && !leaseExpired)
+
+/*
+ * [lease-fence] NodeLease.beforeMutation, in front of every EC2 mutation (fencedNetwork): a holder
+ * whose lease lapsed renews it first (the record as it stands, the next version), conditional on
+ * the version it last wrote, and the call waits for that write; when the write fails (the node was
+ * taken: LeaseLostError) the invocation ends before the call. One step with the mutation it guards
+ * (the timing assumption in the header). MUT_UNFENCED: the call goes out on a lapsed lease.
+ */
+#ifdef MUT_UNFENCED
+#define FENCE skip
+#else
+#define FENCE \
+    if \
+    :: has(lapsed, me - 1) && VERSION_MATCHES -> \
+       rVer = rVer + 1; realVer++; rLease = me; leaseAlive = true; leaseExpired = false; \
+       lapsed = lapsed & ~bit(me - 1); rFresh = bit(me - 1); renumber(); \
+       printf("  allocator %d renews its lapsed lease before calling EC2: record v%d\n", me, realVer) \
+    :: has(lapsed, me - 1) && !VERSION_MATCHES -> \
+       printf("  allocator %d: the renewal of its lapsed lease fails its version condition; no EC2 call\n", me); \
+       goto finished \
+    :: else \
+    fi
+#endif
 
 /* An allocate or sweep invocation runs from its first read to its end (for the table restore). */
 #ifdef RESTORE
@@ -379,6 +439,7 @@ inline allocateInvocation() {
         /* [allocate-adopt] an ENI created for this instance but never attached, else
            [allocate-create] CreateNetworkInterface with the deterministic ClientToken */
         STEP(
+          FENCE;
           if
           :: eniSt == 1 -> printf("  allocator %d adopts the unattached ENI\n", me)
           :: eniSt == 0 -> eniSt = 1; eniIps = 1; printf("  allocator %d: EC2 CreateNetworkInterface (ip0)\n", me)
@@ -387,14 +448,20 @@ inline allocateInvocation() {
         );
         /* [allocate-attach] AttachNetworkInterface at the planned device index */
         STEP(
+          FENCE;
           CHECK(one_eni_per_slot, eniSt == 1);
           eniSt = 2; aEni = true; aIps = eniIps;
           printf("  allocator %d: EC2 AttachNetworkInterface\n", me);
           observable()
         )
      :: else ->
-        /* [allocate-assign] AssignPrivateIpAddresses: EC2 picks a free address (not idempotent) */
+        /* [allocate-assign] AssignPrivateIpAddresses: EC2 picks a free address (not idempotent).
+           one_assign_per_need: the caller has counted every address EC2 holds on the ENI (one it
+           tombstoned aside: a Describe still listing it is not believed), so it asks for an
+           address nobody else asked for since its observation */
         STEP(
+          FENCE;
+          CHECK(one_assign_per_need, (eniIps & ~aIps & ~TOMBSTONED(aMark0, aMark1)) == 0);
           if
           :: !has(eniIps, 0) -> eniIps = eniIps | bit(0)
           :: else -> eniIps = eniIps | bit(1)
@@ -503,6 +570,7 @@ inline releaseInvocation() {
      STEP(RECORD_PUT(aEni, aIps, aMark0, aMark1, true, goto finished, false));
      /* [release-unassign] UnassignPrivateIpAddresses */
      STEP(
+       FENCE;
        CHECK(in_use_kept, (holds & unassign) == 0 && (cUsed & unassign) == 0);
        UNASSIGN_CHECK_ALLOCATED;
        eniIps = eniIps & ~unassign; aIps = aIps & ~unassign;
@@ -562,6 +630,7 @@ inline releaseCidrsInvocation() {
      );
      /* [cidr-release-unassign] UnassignPrivateIpAddresses */
      STEP(
+       FENCE;
        CHECK(in_use_kept, (holds & unassign) == 0);
        UNASSIGN_CHECK_ALLOCATED;
        eniIps = eniIps & ~unassign; aIps = aIps & ~unassign;
@@ -592,6 +661,7 @@ finished:
         leaves it to expire */
      atomic {
        if :: mine && rLease == me -> leaseAlive = false :: else fi;
+       lapsed = lapsed & ~bit(me - 1);
        FORGET_WITHDRAWN;
        ENDS; rFresh = rFresh & ~bit(me - 1); aIps = 0; aMark0 = 0; aMark1 = 0; aTarget = 0;
        unassign = 0; nMark0 = 0; nMark1 = 0; aEni = false; mine = false;
@@ -600,11 +670,20 @@ finished:
   od
 }
 
-/* [lease-expiry] The lease of an invocation that is gone expires, some time later. */
+/*
+ * [lease-expiry] The lease of an invocation that is gone expires, some time later.
+ * [lease-lapse] A lease lapses while its holder still runs (a fault): the holder knows it by its
+ * own clock (lapsed) and goes on; anyone else may take the node meanwhile.
+ */
 proctype Clock() {
 end_idle:
   do
   :: atomic { rLease != 0 && !leaseAlive && !leaseExpired -> leaseExpired = true; printf("the lease of allocator %d expires\n", rLease) }
+  :: atomic {
+       rLease != 0 && leaseAlive && !leaseExpired && faults < MAXFAULTS ->
+       faults++; leaseExpired = true; lapsed = lapsed | bit(rLease - 1);
+       printf("the lease of allocator %d LAPSES while it still runs\n", rLease)
+     }
   od
 }
 
@@ -906,6 +985,23 @@ proctype Restore() {
 }
 #endif
 
+/*
+ * OPEN HAZARD of the code as it is (RESTORE with OLD_SYNCS): an agent restart removes every
+ * annotation of ours, the record-table annotation with the rest, so a sync of the deployment
+ * before the switch, still running with the old table, can no longer tell that a newer table has
+ * claimed the CiliumNode ([sync-table-order] reads that annotation): it claims the node with the
+ * old table's record and drops from spec.ipam.pool an address the new deployment assigned since,
+ * which a pod may hold (in_use_kept; `npm run verify` prints the counterexample as the open hazard
+ * old-sync-after-agent-restart). NO_RESTART_BESIDE_OLD_SYNCS is the assumption under which the
+ * configuration table-replaced-old-syncs checks everything else: no agent restarts while a sync of
+ * the old deployment still runs (at most the sync function's timeout after the switch).
+ */
+#if defined(RESTORE) && defined(OLD_SYNCS) && defined(NO_RESTART_BESIDE_OLD_SYNCS)
+#define RESTART_ALLOWED (!rTab || (xTab[0] && (SYNCS < 2 || xTab[1])))
+#else
+#define RESTART_ALLOWED true
+#endif
+
 /* The 1.19 agent's answer to one release-ips entry (cilium agent, crd.go). */
 #define ANSWER(i) \
     if \
@@ -949,7 +1045,7 @@ end_idle:
      }
   :: atomic {
        /* [agent-restart] the agent sets the CiliumNode's annotations to the Node's: ours is gone */
-       faults < MAXFAULTS && cAnn != 0 -> faults++; cAnn = 0; cTab = 0; realAnn = 0; cFresh = 0; renumber();
+       faults < MAXFAULTS && cAnn != 0 && RESTART_ALLOWED -> faults++; cAnn = 0; cTab = 0; realAnn = 0; cFresh = 0; renumber();
        printf("agent restarts: the record-version annotation is gone\n"); observable()
      }
   od
@@ -1001,7 +1097,7 @@ end_idle:
      }
   :: atomic {
        /* [agent-restart] */
-       faults < MAXFAULTS && cAnn != 0 -> faults++; cAnn = 0; cTab = 0; realAnn = 0; cFresh = 0; renumber();
+       faults < MAXFAULTS && cAnn != 0 && RESTART_ALLOWED -> faults++; cAnn = 0; cTab = 0; realAnn = 0; cFresh = 0; renumber();
        printf("agent restarts: the record-version annotation is gone\n"); observable()
      }
   od

@@ -7,7 +7,10 @@
  *   cycles under weak fairness (`pan -a -f`, compiled with -DNFAIR=3).
  * - Every known-wrong variant (a -D mutation switch in the model) must be REJECTED: the checker
  *   must find a counterexample, which is replayed and printed step by step.
- * Exits 1 if a property fails on the real model, a search was cut short, or a mutation passes.
+ * - Every open hazard (a counterexample of the code as it is, outside an assumption a
+ *   configuration states) must still be found, and is printed the same way.
+ * Exits 1 if a property fails on the real model, a search was cut short, a mutation passes or an
+ * open hazard is no longer found.
  *
  * Installs nothing: needs `spin` (Debian package spin) and a C compiler `cc` on PATH (.ci/run
  * installs both when missing). Search: exhaustive depth-first with partial-order reduction and
@@ -33,6 +36,8 @@ const PROPERTIES = {
     'never backwards: no sync write carries an older record version than one already written from the same table (versions of two tables have no order)',
   no_lost_update: 'no lost update: no record write drops a recorded IP that EC2 still has',
   one_eni_per_slot: 'no second ENI for the slot: EC2 never creates a second ENI, whatever crashed where',
+  one_assign_per_need:
+    'one assignment per need: AssignPrivateIpAddresses is called only by an invocation that counted every address EC2 holds on the ENI, also when a lease lapsed in the middle of a call',
   in_use_kept:
     'in-use IPs are kept: an IP a pod holds is never unassigned in EC2 nor (1.19) dropped from spec.ipam.pool',
   right_node_only:
@@ -50,6 +55,7 @@ const COMMON: readonly Property[] = [
   'never_backwards',
   'no_lost_update',
   'one_eni_per_slot',
+  'one_assign_per_need',
   'in_use_kept',
   'right_node_only',
 ];
@@ -72,11 +78,15 @@ interface Mutation {
   readonly liveness?: boolean;
 }
 
-const ACTORS = "2 allocate invocations (one also the sweep's release), 2 syncs, 1 agent, 1 crash";
+const ACTORS =
+  "2 allocate invocations (one also the sweep's release), 2 syncs, 1 agent, 1 fault (a crash, an agent restart or a lease lapse while its holder runs)";
 const LIVENESS_ACTORS =
-  "2 allocate invocations (one also the sweep's release), 1 sync, 1 agent, 1 crash, 2 pod starts/stops";
+  "2 allocate invocations (one also the sweep's release), 1 sync, 1 agent, 1 fault (a crash, an agent restart or a lease lapse while its holder runs), 2 pod starts/stops";
 
-/** The real protocol. MAXFAULTS: crashes of our invocations and agent restarts, together. */
+/**
+ * The real protocol. MAXFAULTS: crashes of our invocations, agent restarts and leases that lapse
+ * while their holder still runs, together.
+ */
 const CONFIGURATIONS: readonly Configuration[] = [
   {
     name: 'crd-agent',
@@ -87,7 +97,7 @@ const CONFIGURATIONS: readonly Configuration[] = [
   {
     name: 'crd-agent-reuse',
     description:
-      '1.19 CRD agent, 3 pod starts/stops (a pod takes an IP during its release handshake): 2 allocate invocations, 1 sync, 1 agent, 1 crash',
+      '1.19 CRD agent, 3 pod starts/stops (a pod takes an IP during its release handshake): 2 allocate invocations, 1 sync, 1 agent, 1 fault (a crash, an agent restart or a lease lapse)',
     defines: ['AGENT=19', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=3'],
     properties: COMMON,
   },
@@ -100,14 +110,14 @@ const CONFIGURATIONS: readonly Configuration[] = [
   {
     name: 'multi-pool-cidr-release',
     description:
-      "the 1.20 agent with our CIDR release (release-cidrs.ts), without timing assumptions: pending, withdrawing in record version W, unassigned once the CiliumNode carries W (or newer) and lacks the CIDR, re-checked, tombstoned. 2 allocate invocations (one also the sweep's release), 1 sync, 1 agent, 1 crash or agent restart, 3 pod starts/stops",
+      "the 1.20 agent with our CIDR release (release-cidrs.ts), without timing assumptions: pending, withdrawing in record version W, unassigned once the CiliumNode carries W (or newer) and lacks the CIDR, re-checked, tombstoned. 2 allocate invocations (one also the sweep's release), 1 sync, 1 agent, 1 fault (a crash, an agent restart or a lease lapse), 3 pod starts/stops",
     defines: ['AGENT=20', 'CIDR_RELEASE', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=3'],
     properties: [...COMMON, 'derivable_assigned', 'allocated_kept'],
   },
   {
     name: 'multi-pool-cidr-release-syncs',
     description:
-      "the same with 2 syncs (one may hold an older record while the other publishes W): 1 allocate invocation (also the sweep's release), 2 syncs, 1 agent, 1 crash or agent restart, 2 pod starts/stops",
+      "the same with 2 syncs (one may hold an older record while the other publishes W): 1 allocate invocation (also the sweep's release), 2 syncs, 1 agent, 1 fault (a crash, an agent restart or a lease lapse), 2 pod starts/stops",
     defines: ['AGENT=20', 'CIDR_RELEASE', 'SYNCS=2', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
     properties: [...COMMON, 'derivable_assigned', 'allocated_kept'],
   },
@@ -120,15 +130,23 @@ const CONFIGURATIONS: readonly Configuration[] = [
   {
     name: 'table-restored',
     description:
-      'the node table replaced at any moment between invocations by a point-in-time restore (the item as it was at any earlier moment, stamped with the old table; or no item, when the restore point precedes it, which is the new, empty table): 1.19 CRD agent, 1 allocate invocation (also the sweep), 2 syncs, 1 agent, 1 crash, 2 pod starts/stops',
+      'the node table replaced at any moment between invocations by a point-in-time restore (the item as it was at any earlier moment, stamped with the old table; or no item, when the restore point precedes it, which is the new, empty table): 1.19 CRD agent, 1 allocate invocation (also the sweep), 2 syncs, 1 agent, 1 fault (a crash, an agent restart or a lease lapse), 2 pod starts/stops',
     defines: ['AGENT=19', 'RESTORE=2', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
     properties: COMMON,
   },
   {
     name: 'table-replaced-old-syncs',
     description:
-      "the node table replaced by a new one while a sync of the old deployment still runs, reading the old table, next to the new deployment's: 1.19 CRD agent, 1 allocate invocation (also the sweep), 2 syncs, 1 agent, 1 crash or agent restart, 2 pod starts/stops",
-    defines: ['AGENT=19', 'RESTORE=1', 'OLD_SYNCS', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
+      "the node table replaced by a new one while a sync of the old deployment still runs, reading the old table, next to the new deployment's, with no agent restart while it runs (without that assumption: the open hazard old-sync-after-agent-restart): 1.19 CRD agent, 1 allocate invocation (also the sweep), 2 syncs, 1 agent, 1 fault (a crash, an agent restart or a lease lapse), 2 pod starts/stops",
+    defines: [
+      'AGENT=19',
+      'RESTORE=1',
+      'OLD_SYNCS',
+      'NO_RESTART_BESIDE_OLD_SYNCS',
+      'ALLOCATORS=1',
+      'MAXFAULTS=1',
+      'PODOPS=2',
+    ],
     properties: COMMON,
   },
   {
@@ -238,6 +256,20 @@ const MUTATIONS: readonly Mutation[] = [
     expect: 'one_eni_per_slot',
   },
   {
+    name: 'lapsed-blind-write',
+    description:
+      "a holder whose lease lapsed records what EC2 confirmed without the version condition: the next holder took the node, assigned an address and recorded it; the old holder's write drops it from the record while EC2 still has it",
+    defines: ['MUT_LAPSED_BLIND_WRITE', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=1'],
+    expect: 'no_lost_update',
+  },
+  {
+    name: 'mutation-after-lapse',
+    description:
+      'EC2 mutations without the fence: a holder whose lease lapsed while it still ran calls EC2 after the next holder took the node, and both create an ENI for the slot',
+    defines: ['MUT_UNFENCED', 'SYNCS=1', 'MAXFAULTS=1', 'PODOPS=1'],
+    expect: 'one_eni_per_slot',
+  },
+  {
     name: 'withdraw-allocated',
     description:
       'the sync withholds every withdrawing CIDR, also one the 1.20 agent lists in spec.ipam.pools.allocated (took again before the release planner dropped the entry): it leaves status while the agent holds it',
@@ -272,6 +304,22 @@ const MUTATIONS: readonly Mutation[] = [
     description:
       'the timing assumption dropped: a new mark goes to marked-for-release while an answer from an aborted handshake is still on the CiliumNode',
     defines: ['ZERO_DELAY', 'SYNCS=1', 'MAXFAULTS=0', 'PODOPS=3'],
+    expect: 'in_use_kept',
+  },
+];
+
+/**
+ * Open hazards of the code as it is: counterexamples the checker must still find on the real
+ * protocol (no mutation switch), outside the assumption a configuration states for them. Each
+ * stays listed until the code prevents it; then its search finds nothing, verify fails, and the
+ * configuration drops its assumption.
+ */
+const OPEN_HAZARDS: readonly Mutation[] = [
+  {
+    name: 'old-sync-after-agent-restart',
+    description:
+      "table-replaced-old-syncs without its assumption: the agent restarts while a sync of the deployment before the table switch still runs; the restart removed the record-table annotation, so that sync no longer sees that the new table claimed the CiliumNode, claims it with the old table's record and drops from spec.ipam.pool an address a pod got from the new table",
+    defines: ['AGENT=19', 'RESTORE=1', 'OLD_SYNCS', 'ALLOCATORS=1', 'MAXFAULTS=1', 'PODOPS=2'],
     expect: 'in_use_kept',
   },
 ];
@@ -438,12 +486,19 @@ function selectJobs(only: string | undefined) {
     configuration,
     job: jobOf(configuration.name, configuration.defines, configuration.liveness === true, []),
   }));
+  // -i: keep searching for shorter counterexamples, so the printed one is short (-I for the open
+  // hazards: the same, approximately, since their configurations are large)
   const mutations = selected(MUTATIONS, 'mutation-').map((mutation) => ({
     mutation,
-    // -i: keep searching for shorter counterexamples, so the printed one is short
+    kind: 'mutation' as const,
     job: jobOf(`mutation-${mutation.name}`, mutation.defines, mutation.liveness === true, ['-i']),
   }));
-  return { configurations, mutations };
+  const hazards = selected(OPEN_HAZARDS, 'hazard-').map((mutation) => ({
+    mutation,
+    kind: 'open hazard' as const,
+    job: jobOf(`hazard-${mutation.name}`, mutation.defines, mutation.liveness === true, ['-I']),
+  }));
+  return { configurations, mutations: [...mutations, ...hazards] };
 }
 
 /**
@@ -497,31 +552,37 @@ function reportConfiguration(
   return `${configuration.name}: ${violated ?? 'an invalid end state'} violated`;
 }
 
-/** Prints one mutation's result; returns its failure (not rejected, or by another property), if any. */
+/**
+ * Prints one mutation's or open hazard's result; returns its failure (no counterexample, or one
+ * of another property), if any.
+ */
 function reportMutation(
   mutation: Mutation,
+  kind: 'mutation' | 'open hazard',
   { liveness, defines }: Job,
   pan: PanResult,
   dir: string,
 ): string | undefined {
-  console.log(`\nmutation ${mutation.name}: ${mutation.description}`);
+  console.log(`\n${kind} ${mutation.name}: ${mutation.description}`);
   console.log(`  -D ${defines.join(' -D ')}${liveness ? ' (pan -a -f)' : ''}`);
   console.log(`  ${figures(pan)}`);
   if (pan.errors === 0 || Number.isNaN(pan.errors)) {
+    const outcome =
+      kind === 'mutation' ? 'NOT REJECTED' : 'NOT FOUND (if the code now prevents it, drop the assumption)';
     console.log(
-      `  NOT REJECTED${pan.incomplete ? ` (${pan.incomplete})` : ''}: the checker found no counterexample`,
+      `  ${outcome}${pan.incomplete ? ` (${pan.incomplete})` : ''}: the checker found no counterexample`,
     );
-    return `mutation ${mutation.name} was NOT rejected`;
+    return `${kind} ${mutation.name}: no counterexample`;
   }
   const { trace, violated } = counterexample(dir, defines, pan);
   console.log(
-    `  rejected: ${violated ?? 'no property named'} (${violated ? PROPERTIES[violated as Property] : ''})`,
+    `  ${kind === 'mutation' ? 'rejected' : 'found'}: ${violated ?? 'no property named'} (${violated ? PROPERTIES[violated as Property] : ''})`,
   );
   console.log('  counterexample (IP sets as bits: 1 = ip0, 2 = ip1, 3 = both; v = record version):');
   for (const line of trace) console.log(`    ${line}`);
   return violated === mutation.expect
     ? undefined
-    : `mutation ${mutation.name}: expected ${mutation.expect} to fail, got ${violated ?? 'no property'}`;
+    : `${kind} ${mutation.name}: expected ${mutation.expect} to fail, got ${violated ?? 'no property'}`;
 }
 
 /** Runs every selected job, configurations first; returns the failures, in order. */
@@ -540,9 +601,9 @@ async function checkAll(
       const failure = reportConfiguration(configuration, job, pan, dir);
       if (failure !== undefined) failures.push(failure);
     }
-    for (const { mutation, job } of mutations) {
+    for (const { mutation, kind, job } of mutations) {
       const { pan, dir } = await searched(job);
-      const failure = reportMutation(mutation, job, pan, dir);
+      const failure = reportMutation(mutation, kind, job, pan, dir);
       if (failure !== undefined) failures.push(failure);
     }
   } finally {
@@ -576,7 +637,9 @@ async function main(): Promise<void> {
     for (const failure of failures) console.log(`  ${failure}`);
     process.exit(1);
   }
-  console.log(`\nverify: every property holds on the model, every mutation was rejected (${seconds} s)`);
+  console.log(
+    `\nverify: every property holds on the model, every mutation was rejected, every open hazard was found (${seconds} s)`,
+  );
 }
 
 main().catch((error: unknown) => {
