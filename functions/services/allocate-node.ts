@@ -78,23 +78,25 @@ export interface AllocationDependencies {
   /**
    * The knobs for fields the node's CiliumNode does not set (before its agent registers): the
    * cluster's `cilium-config` over the stack's defaults, read at most once per invocation
-   * (`preAgentKnobsForInvocation`). Absent: `settings.defaultKnobs`.
+   * (`preAgentKnobsForInvocation`); a deployment that reads no `cilium-config` answers
+   * `settings.defaultKnobs`.
    */
-  readonly preAgentKnobs?: () => Promise<NodeKnobs>;
+  readonly preAgentKnobs: () => Promise<NodeKnobs>;
   /**
    * The node table's generation (`<table>@<creation time>`, read once per container with
    * DescribeTable): every record this invocation writes is stamped with it, saying that its content
-   * was observed from EC2 for this table (`NodeRecord.reconciledInTable`). Absent: no stamp is
-   * written (the recorded one is kept).
+   * was observed from EC2 for this table (`NodeRecord.reconciledInTable`). `undefined`: no
+   * generation is known, and no stamp is written (the recorded one is kept).
    */
-  readonly tableGeneration?: () => Promise<string>;
+  readonly tableGeneration: () => Promise<string | undefined>;
   /**
    * Publishes a record version this invocation wrote to the CiliumNode, starting from the
    * CiliumNode the observation read (a `syncNode` with a `SyncStart`): the new addresses are usable
    * without waiting for the stream's sync, which stays the guarantee (it then finds nothing to do).
-   * Absent: only the stream's sync publishes. A failure is logged, never thrown.
+   * One that does nothing leaves the publishing to the stream's sync. A failure is logged, never
+   * thrown.
    */
-  readonly publish?: (record: NodeRecord, ciliumNode: CiliumNode | undefined) => Promise<unknown>;
+  readonly publish: (record: NodeRecord, ciliumNode: CiliumNode | undefined) => Promise<unknown>;
 }
 
 export type AllocationOutcome =
@@ -278,7 +280,7 @@ async function observeNode(
     store.get(instanceId),
     readSurroundings(instance, deps),
     ec2.describeAttachedEnis(instanceId, instance.vpcId),
-    deps.tableGeneration?.(),
+    deps.tableGeneration(),
   ]);
   if (record && record.lifecycle !== 'active') {
     return ignored('not-active', `node ${instanceId} is ${record.lifecycle}; no new allocation`, deps);
@@ -368,7 +370,7 @@ async function readSurroundings(
     ec2.describeVpc(instance.vpcId),
     ec2.describeInstanceLimits(instance.instanceType),
     ec2.describeSubnets(instance.vpcId, instance.availabilityZone),
-    deps.preAgentKnobs?.() ?? settings.defaultKnobs,
+    deps.preAgentKnobs(),
   ]);
   const trusted = trustedCiliumNode(ciliumNode, instance.id);
   if (ciliumNode && !trusted) {
