@@ -22,8 +22,8 @@ import { instanceIdOfCiliumNode, knobsFromCiliumNode, trustedCiliumNode } from '
 import type { InstanceView, MutationLease, NodeKnobs, NodeRecord, RecordedError } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis } from '../core/node-record.ts';
 import type { CiliumNodeReader, Ec2NetworkPort, Log, NodeRecordStore } from '../core/ports.ts';
-import { AllocationRecorder } from './allocation-recorder.ts';
-import { EniAttachError, executeStep } from './allocation-steps.ts';
+import { AllocationRecorder, type RecorderDependencies } from './allocation-recorder.ts';
+import { EniAttachError, executeStep, type StepDependencies } from './allocation-steps.ts';
 import { retryLostRaces } from './node-lease.ts';
 
 /**
@@ -66,7 +66,11 @@ export interface AllocationSettings {
   readonly paused?: boolean;
 }
 
-export interface AllocationDependencies {
+/**
+ * What observing a node reads (`observeNode`): EC2, the record, the CiliumNode and the
+ * configuration, and whose lease a record shows.
+ */
+interface ObserveDependencies {
   readonly store: NodeRecordStore;
   readonly ec2: Ec2NetworkPort;
   readonly ciliumNodes: CiliumNodeReader;
@@ -89,6 +93,15 @@ export interface AllocationDependencies {
    * generation is known, and no stamp is written (the recorded one is kept).
    */
   readonly tableGeneration: () => Promise<string | undefined>;
+}
+
+/**
+ * An allocation's dependencies: what observing reads (`ObserveDependencies`), what the recorder
+ * writes and publishes through (`RecorderDependencies`), and what the steps call
+ * (`StepDependencies`); the settings are the allocation's, which each part reads a slice of.
+ */
+export interface AllocationDependencies extends ObserveDependencies, RecorderDependencies, StepDependencies {
+  readonly settings: AllocationSettings;
   /**
    * Publishes a record version this invocation wrote to the CiliumNode, starting from the
    * CiliumNode the observation read (a `syncNode` with a `SyncStart`): the new addresses are usable
@@ -262,7 +275,7 @@ function logDenial(
 /** The observation, or why the node is not allocated now (`ignored`, or `busy` under another's claim). */
 async function observeNode(
   instanceId: string,
-  deps: AllocationDependencies,
+  deps: ObserveDependencies,
   listedInstance: InstanceView | undefined,
 ): Promise<{ readonly observation: AllocationObservation } | AllocationOutcome> {
   const { ec2, store, settings, log } = deps;
@@ -313,10 +326,7 @@ async function observeNode(
 }
 
 /** Why an instance EC2 knows is not allocated: not a member of this cluster, or not running. */
-function unservedInstance(
-  instance: InstanceView,
-  deps: AllocationDependencies,
-): AllocationOutcome | undefined {
+function unservedInstance(instance: InstanceView, deps: ObserveDependencies): AllocationOutcome | undefined {
   const { settings } = deps;
   if (!isClusterMember(instance, settings.clusterName, settings.clusterTagValues)) {
     return ignored(
@@ -348,7 +358,7 @@ function logProtocolTransition(observation: AllocationObservation, log: Log): vo
  */
 async function readSurroundings(
   instance: InstanceView,
-  deps: AllocationDependencies,
+  deps: ObserveDependencies,
 ): Promise<
   Pick<
     AllocationObservation,
@@ -402,7 +412,7 @@ function busy(lease: MutationLease | undefined): AllocationOutcome {
 function ignored(
   reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'not-active' | 'paused',
   detail: string,
-  deps: AllocationDependencies,
+  deps: ObserveDependencies,
 ): AllocationOutcome {
   deps.log.info('not allocating', { reason, detail });
   return { kind: 'ignored', reason, detail };
