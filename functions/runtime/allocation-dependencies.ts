@@ -17,7 +17,7 @@ import { Environment, readDefaultKnobs } from './environment.ts';
 import type { createLog } from './logger.ts';
 
 /** What a Lambda invocation needs besides its request id; built once per container. */
-export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId'> & {
+export type ContainerDependencies = Omit<AllocationDependencies, 'invocationId' | 'preAgentKnobs'> & {
   readonly lifecycle: LifecycleDependencies;
   readonly eniGarbageCollectionGraceMs: number;
   /** Excess-IP release: `RELEASE_EXCESS_IPS` (default false), `EXCESS_IP_RELEASE_DELAY_SECONDS` (default 180). */

@@ -22,8 +22,8 @@ import { instanceIdOfCiliumNode, knobsFromCiliumNode, trustedCiliumNode } from '
 import type { InstanceView, MutationLease, NodeKnobs, NodeRecord, RecordedError } from '../core/model.ts';
 import { isLeasedByOther, mergeObservedEnis } from '../core/node-record.ts';
 import type { CiliumNodeReader, Ec2NetworkPort, Log, NodeRecordStore } from '../core/ports.ts';
-import { AllocationRecorder } from './allocation-recorder.ts';
-import { EniAttachError, executeStep } from './allocation-steps.ts';
+import { AllocationRecorder, type RecorderDependencies } from './allocation-recorder.ts';
+import { EniAttachError, executeStep, type StepDependencies } from './allocation-steps.ts';
 import { retryLostRaces } from './node-lease.ts';
 
 /**
@@ -66,7 +66,11 @@ export interface AllocationSettings {
   readonly paused?: boolean;
 }
 
-export interface AllocationDependencies {
+/**
+ * What observing a node reads (`observeNode`): EC2, the record, the CiliumNode and the
+ * configuration, and whose lease a record shows.
+ */
+interface ObserveDependencies {
   readonly store: NodeRecordStore;
   readonly ec2: Ec2NetworkPort;
   readonly ciliumNodes: CiliumNodeReader;
@@ -78,23 +82,34 @@ export interface AllocationDependencies {
   /**
    * The knobs for fields the node's CiliumNode does not set (before its agent registers): the
    * cluster's `cilium-config` over the stack's defaults, read at most once per invocation
-   * (`preAgentKnobsForInvocation`). Absent: `settings.defaultKnobs`.
+   * (`preAgentKnobsForInvocation`); a deployment that reads no `cilium-config` answers
+   * `settings.defaultKnobs`.
    */
-  readonly preAgentKnobs?: () => Promise<NodeKnobs>;
+  readonly preAgentKnobs: () => Promise<NodeKnobs>;
   /**
    * The node table's generation (`<table>@<creation time>`, read once per container with
    * DescribeTable): every record this invocation writes is stamped with it, saying that its content
-   * was observed from EC2 for this table (`NodeRecord.reconciledInTable`). Absent: no stamp is
-   * written (the recorded one is kept).
+   * was observed from EC2 for this table (`NodeRecord.reconciledInTable`). `undefined`: no
+   * generation is known, and no stamp is written (the recorded one is kept).
    */
-  readonly tableGeneration?: () => Promise<string>;
+  readonly tableGeneration: () => Promise<string | undefined>;
+}
+
+/**
+ * An allocation's dependencies: what observing reads (`ObserveDependencies`), what the recorder
+ * writes and publishes through (`RecorderDependencies`), and what the steps call
+ * (`StepDependencies`); the settings are the allocation's, which each part reads a slice of.
+ */
+export interface AllocationDependencies extends ObserveDependencies, RecorderDependencies, StepDependencies {
+  readonly settings: AllocationSettings;
   /**
    * Publishes a record version this invocation wrote to the CiliumNode, starting from the
    * CiliumNode the observation read (a `syncNode` with a `SyncStart`): the new addresses are usable
    * without waiting for the stream's sync, which stays the guarantee (it then finds nothing to do).
-   * Absent: only the stream's sync publishes. A failure is logged, never thrown.
+   * One that does nothing leaves the publishing to the stream's sync. A failure is logged, never
+   * thrown.
    */
-  readonly publish?: (record: NodeRecord, ciliumNode: CiliumNode | undefined) => Promise<unknown>;
+  readonly publish: (record: NodeRecord, ciliumNode: CiliumNode | undefined) => Promise<unknown>;
 }
 
 export type AllocationOutcome =
@@ -260,7 +275,7 @@ function logDenial(
 /** The observation, or why the node is not allocated now (`ignored`, or `busy` under another's claim). */
 async function observeNode(
   instanceId: string,
-  deps: AllocationDependencies,
+  deps: ObserveDependencies,
   listedInstance: InstanceView | undefined,
 ): Promise<{ readonly observation: AllocationObservation } | AllocationOutcome> {
   const { ec2, store, settings, log } = deps;
@@ -278,7 +293,7 @@ async function observeNode(
     store.get(instanceId),
     readSurroundings(instance, deps),
     ec2.describeAttachedEnis(instanceId, instance.vpcId),
-    deps.tableGeneration?.(),
+    deps.tableGeneration(),
   ]);
   if (record && record.lifecycle !== 'active') {
     return ignored('not-active', `node ${instanceId} is ${record.lifecycle}; no new allocation`, deps);
@@ -311,10 +326,7 @@ async function observeNode(
 }
 
 /** Why an instance EC2 knows is not allocated: not a member of this cluster, or not running. */
-function unservedInstance(
-  instance: InstanceView,
-  deps: AllocationDependencies,
-): AllocationOutcome | undefined {
+function unservedInstance(instance: InstanceView, deps: ObserveDependencies): AllocationOutcome | undefined {
   const { settings } = deps;
   if (!isClusterMember(instance, settings.clusterName, settings.clusterTagValues)) {
     return ignored(
@@ -346,7 +358,7 @@ function logProtocolTransition(observation: AllocationObservation, log: Log): vo
  */
 async function readSurroundings(
   instance: InstanceView,
-  deps: AllocationDependencies,
+  deps: ObserveDependencies,
 ): Promise<
   Pick<
     AllocationObservation,
@@ -368,7 +380,7 @@ async function readSurroundings(
     ec2.describeVpc(instance.vpcId),
     ec2.describeInstanceLimits(instance.instanceType),
     ec2.describeSubnets(instance.vpcId, instance.availabilityZone),
-    deps.preAgentKnobs?.() ?? settings.defaultKnobs,
+    deps.preAgentKnobs(),
   ]);
   const trusted = trustedCiliumNode(ciliumNode, instance.id);
   if (ciliumNode && !trusted) {
@@ -400,7 +412,7 @@ function busy(lease: MutationLease | undefined): AllocationOutcome {
 function ignored(
   reason: 'unknown-instance' | 'not-in-cluster' | 'not-running' | 'not-active' | 'paused',
   detail: string,
-  deps: AllocationDependencies,
+  deps: ObserveDependencies,
 ): AllocationOutcome {
   deps.log.info('not allocating', { reason, detail });
   return { kind: 'ignored', reason, detail };

@@ -33,7 +33,7 @@ import { fencedNetwork, type LeaseHolderDependencies, NodeLease, writeNextVersio
 export interface RecorderDependencies extends LeaseHolderDependencies {
   readonly log: Log;
   /** Publishes a record version to the CiliumNode, from the CiliumNode the observation read. */
-  readonly publish?: (record: NodeRecord, ciliumNode: CiliumNode | undefined) => Promise<unknown>;
+  readonly publish: (record: NodeRecord, ciliumNode: CiliumNode | undefined) => Promise<unknown>;
 }
 
 export class AllocationRecorder {
@@ -142,7 +142,6 @@ async function publishRecord(
   ciliumNode: CiliumNode | undefined,
   deps: Pick<RecorderDependencies, 'publish' | 'log'>,
 ): Promise<void> {
-  if (!deps.publish) return;
   await deps.publish(record, ciliumNode).catch((error: unknown) =>
     deps.log.warn('could not publish the record version; the stream sync will', {
       instanceId: record.instanceId,

@@ -57,7 +57,7 @@ async function releaseCidrsOnce(
   const [ciliumNode, observedEnis, table] = await Promise.all([
     deps.ciliumNodes.get(record.nodeName).then((node) => trustedCiliumNode(node, instance.id)),
     ec2.describeAttachedEnis(instance.id, record.vpc.id),
-    deps.tableGeneration?.(),
+    deps.tableGeneration(),
   ]);
   const merged = mergeObservedEnis(record.enis, observedEnis, deps.clock(), settings.consistencyGraceMs);
   let enis = withoutTombstoned(merged, tombstonedCidrs(record));

@@ -34,7 +34,7 @@ export interface ReleaseDependencies extends LeaseHolderDependencies {
   readonly ciliumNodes: CiliumNodeReader;
   readonly settings: ReleaseNodeSettings;
   /** The node table's generation, as the allocation stamps it (`AllocationDependencies`). */
-  readonly tableGeneration?: () => Promise<string>;
+  readonly tableGeneration: () => Promise<string | undefined>;
   readonly release: ReleaseSettings;
 }
 

@@ -103,8 +103,8 @@ async function observeCluster(deps: SweepDependencies) {
     ),
     readAllRecords(deps.store),
     deps.ciliumNodes.list(),
-    deps.preAgentKnobs?.() ?? deps.settings.defaultKnobs,
-    deps.tableGeneration?.(),
+    deps.preAgentKnobs(),
+    deps.tableGeneration(),
   ]);
   const limitsByType = await limitsOf(
     new Set(clusterInstances.map((listed) => listed.instance.instanceType)),

@@ -184,6 +184,7 @@ async function populate(cloud: Awaited<ReturnType<typeof startLocalCloud>>, node
       ciliumNodes,
       publish: (record, ciliumNode) => syncNode(record.instanceId, syncDependencies, { record, ciliumNode }),
       tableGeneration,
+      preAgentKnobs: async () => readDefaultKnobs(environment),
       settings: {
         clusterName,
         clusterTagValues: ['owned', 'shared'],

@@ -149,6 +149,11 @@ export async function startAllocationHarness(
       clock: clock.now,
       log,
       invocationId: randomUUID(),
+      // A deployment that reads no cilium-config, knows no table generation and leaves the
+      // publishing to the stream's sync.
+      preAgentKnobs: async () => settings.defaultKnobs,
+      tableGeneration: async () => undefined,
+      publish: async () => undefined,
       ...overrides,
     }),
     publishingDependencies: (overrides = {}) =>
