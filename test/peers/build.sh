@@ -9,12 +9,25 @@ mkdir -p "$bin"
 export GOFLAGS="-trimpath -buildvcs=false"
 export GOMAXPROCS="${GOMAXPROCS:-2}"
 
-# build MODULE_DIR NAME PACKAGE [go build flags...]
+# build MODULE_DIR NAME PACKAGE [go build flags...]: an upstream program, stamped by go.sum.
 build() {
-  local module="$1" name="$2" package="$3"
-  shift 3
-  local sum stamp="$bin/$name.go-sum-sha256"
-  sum=$(sha256sum "$module/go.sum" | cut -d' ' -f1)
+  local sum
+  sum=$(sha256sum "$1/go.sum" | cut -d' ' -f1)
+  build_stamped "$sum" "$@"
+}
+
+# build_own MODULE_DIR NAME ./PACKAGE [go build flags...]: a program of ours, stamped by go.sum and
+# the package's own sources, so an edit of it rebuilds it too.
+build_own() {
+  local sum
+  sum=$(cat "$1/go.sum" "$1/$3"/*.go | sha256sum | cut -d' ' -f1)
+  build_stamped "$sum" "$@"
+}
+
+build_stamped() {
+  local sum="$1" module="$2" name="$3" package="$4"
+  shift 4
+  local stamp="$bin/$name.go-sum-sha256"
   if [ -x "$bin/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ]; then
     echo "peers: $name is built for this go.sum"
     return
@@ -40,3 +53,6 @@ build kubectl kubectl . -ldflags "-s -w \
   -X k8s.io/component-base/version.gitVersion=${kubectl_version} \
   -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kubectl_version" | cut -d. -f2) \
   -X k8s.io/component-base/version.gitTreeState=clean"
+
+# cilium-operator's ENI allocator (cilium v1.20.2) as a side-by-side peer of the bench.
+build_own cilium-1.20 operator-peer-1.20 ./cmd/operator-peer -ldflags "-s -w"
