@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ObservedVersion } from '../support/kubernetes.ts';
 import { DemandTracker, renderDemand } from './demand.ts';
-import { nextPods, POOL_CAP } from './pod-churn.ts';
+import { ipCapacityOf, nextPods, POOL_CAP } from './pod-churn.ts';
 
 /** A stored CiliumNode version with `pool` pool IPs, the first `used` of them in use. */
 function version(resourceVersion: number, pool: number, used: number, name = 'node-a'): ObservedVersion {
@@ -72,6 +72,10 @@ describe("the live cloud's pods", () => {
     expect(Object.keys(nextPods(node(11, 0)) ?? {})).toHaveLength(6);
     expect(nextPods(node(11, 6))).toEqual({});
     expect(nextPods(node(0, 0))).toBeUndefined();
-    expect(nextPods(node(POOL_CAP, 0))).toBeUndefined();
+    expect(nextPods(node(POOL_CAP - 2, 0))).toBeUndefined();
+    // m5.large: 3 ENIs of 10 IPv4 addresses, eth0 not ours: 18 IPs; a pool of 16 cannot take 3 more.
+    expect(ipCapacityOf('m5.large')).toBe(18);
+    expect(nextPods(node(15, 0), ipCapacityOf('m5.large'))).toBeDefined();
+    expect(nextPods(node(16, 0), ipCapacityOf('m5.large'))).toBeUndefined();
   });
 });

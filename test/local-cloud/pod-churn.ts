@@ -1,5 +1,6 @@
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
 import { DEFAULT_PRE_ALLOCATE_IPS } from '../../functions/core/pool-math.ts';
+import { staticInstanceTypeLimits } from '../emulators/ec2/instance-types.ts';
 import { type AgentKubernetesApi, writeUsedIps } from './cilium-agent.ts';
 import type { CloudSummary } from './summary.ts';
 
@@ -8,8 +9,10 @@ import type { CloudSummary } from './summary.ts';
  * `periodMs`, the next ready node (in turn) whose agent speaks the CRD protocol (1.19) either ends
  * its pods (`status.ipam.used` emptied) or, if it has none, starts enough of them to take it
  * `PODS_BEYOND_WATERMARK` IPs past its watermark, so that each start is a demand the watcher must
- * hand to the allocate function. A node whose pool reached `POOL_CAP` only ends its pods, so the
- * pools stay bounded however long the cloud runs. Nothing is started on a node that is not ready.
+ * hand to the allocate function. A node whose pool would pass `POOL_CAP`, or what its instance
+ * type can hold on the ENIs we create (eth0 stays the instance's), only ends its pods: the pools
+ * stay bounded however long the cloud runs, and every demand started can be served. Nothing is
+ * started on a node that is not ready.
  */
 
 export const PODS_BEYOND_WATERMARK = 3;
@@ -38,7 +41,8 @@ export function startPodChurn(site: PodChurnSite, periodMs: number): PodChurn {
     );
     const node = nodes[turn++ % Math.max(nodes.length, 1)];
     if (node === undefined) return;
-    await writeUsedIps(site.k8s, node.nodeName, nextPods);
+    const capacity = ipCapacityOf(node.instanceType);
+    await writeUsedIps(site.k8s, node.nodeName, (current) => nextPods(current, capacity));
   };
   const timer = setInterval(() => {
     if (stepping) return;
@@ -58,14 +62,25 @@ export function startPodChurn(site: PodChurnSite, periodMs: number): PodChurn {
 }
 
 /** The node's next `status.ipam.used`: its pods ended, or new ones past the watermark; undefined to leave it. */
-export function nextPods(node: CiliumNode): Record<string, { owner: string; resource: string }> | undefined {
+export function nextPods(
+  node: CiliumNode,
+  capacity = Number.POSITIVE_INFINITY,
+): Record<string, { owner: string; resource: string }> | undefined {
   if (Object.keys(node.status?.ipam?.used ?? {}).length > 0) return {};
   const pool = Object.keys(node.spec?.ipam?.pool ?? {});
-  if (pool.length === 0 || pool.length >= POOL_CAP) return undefined;
+  if (pool.length === 0 || pool.length + PODS_BEYOND_WATERMARK > Math.min(POOL_CAP, capacity))
+    return undefined;
   const preAllocate = Number(node.spec?.ipam?.['pre-allocate'] ?? 0) || DEFAULT_PRE_ALLOCATE_IPS;
   const count = Math.min(pool.length, Math.max(1, pool.length - preAllocate + PODS_BEYOND_WATERMARK));
   const stamp = Date.now().toString(36);
   return Object.fromEntries(
     pool.slice(0, count).map((ip, index) => [ip, { owner: `default/load-${stamp}-${index}`, resource: '' }]),
   );
+}
+
+/** Secondary IPs the instance type holds on every ENI but eth0 (the limits EC2 reports); unknown: no limit. */
+export function ipCapacityOf(instanceType: string): number {
+  const limits = staticInstanceTypeLimits().get(instanceType);
+  if (limits === undefined) return Number.POSITIVE_INFINITY;
+  return (limits.maxInterfaces - 1) * (limits.ipv4PerInterface - 1);
 }

@@ -524,8 +524,15 @@ function parseJson(text: string): unknown {
   }
 }
 
-/** POST/PUT bodies: JSON, or YAML when the client says so (both are served for CRs). */
+/**
+ * POST/PUT bodies: JSON, or YAML when the client says so (both are served for CRs). Protobuf, which
+ * kube-apiserver takes for built-in types (kubectl sends a SelfSubjectAccessReview that way), is
+ * not decoded here: 415, as the real server answers it for a custom resource.
+ */
 function decodeBody(text: string, contentType: string | undefined): unknown {
+  if (contentType === 'application/vnd.kubernetes.protobuf') {
+    throw unsupportedMediaType(contentType, ['application/json', 'application/yaml']);
+  }
   if (contentType === 'application/yaml') {
     try {
       return parseYaml(text);
