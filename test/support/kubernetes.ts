@@ -15,6 +15,7 @@ import {
   type FunctionIdentity,
   functionIdentities,
   kubernetesAuthorization,
+  OPERATOR_PEER_USER,
   operatorPeerIdentity,
   personIdentities,
 } from '../local-cloud/identities.ts';
@@ -464,10 +465,17 @@ class AuditLog {
   }
 }
 
-/** Not the fixtures' admin, nor the server's own controllers (`system:apiserver`, `system:kube-*`). */
+/**
+ * Not the fixtures' admin, nor the server's own controllers (`system:apiserver`, `system:kube-*`);
+ * the operator peer's service account is a client like the functions.
+ */
 function isFunctionRequest(event: AuditEvent): boolean {
   const user = event.user?.username ?? '';
-  return event.objectRef !== undefined && user !== 'kubernetes-admin' && !user.startsWith('system:');
+  return (
+    event.objectRef !== undefined &&
+    user !== 'kubernetes-admin' &&
+    (!user.startsWith('system:') || user === OPERATOR_PEER_USER)
+  );
 }
 
 interface AuditEvent {

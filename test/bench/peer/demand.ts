@@ -73,15 +73,20 @@ export async function measurePeerDemand(
   };
 }
 
-/** One Watch invocation; resolves once the server's audit log shows its watch open. */
+/**
+ * One Watch invocation; resolves once it listed the CiliumNodes (its watch opens from that list's
+ * resourceVersion right after) and a second more. The audit log records a watch only when it ends,
+ * so the list is the last request it shows before the watch is open.
+ */
 async function startWatcher(cloud: LocalCloud): Promise<Promise<unknown>> {
   const watcherUser = cloud.k8s.identities.find((identity) => identity.functionId === 'Watch')?.kubernetes
     .user;
   const watching = cloud.invoke('Watch', { task: 'watch' });
   await cloud.waitUntil(
-    async () => (await cloud.k8s.requests({ verb: 'watch' })).some((request) => request.user === watcherUser),
-    { timeoutMs: 20_000, intervalMs: 100, description: 'the watcher opened its watch' },
+    async () => (await cloud.k8s.requests({ verb: 'list' })).some((request) => request.user === watcherUser),
+    { timeoutMs: 30_000, intervalMs: 100, description: 'the watcher listed the CiliumNodes' },
   );
+  await sleep(1_000);
   return watching;
 }
 

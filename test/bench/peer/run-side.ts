@@ -65,6 +65,8 @@ export async function runSide(
     ec2Events: false,
     maxConcurrencyPerFunction: settings.concurrency,
     agentVersions: '1.19',
+    // Both sides' agents register spec.eni as cilium-agent does (the operator needs the instance type).
+    registerInstanceFacts: true,
     kubernetesBackend: 'kube-apiserver',
     // cilium 1.20's CiliumNode CRD: the peer's own generation, so nothing it writes is pruned.
     kubernetesSchemas: ['v1.20'],
