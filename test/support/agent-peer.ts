@@ -15,8 +15,8 @@ import { fileURLToPath } from 'node:url';
 
 const BIN_DIRECTORY = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'peers', '.bin');
 
-/** The agent releases built as peers: the newest, and the last 1.11 before and the first after the fix of the pool copy. */
-export type AgentRelease = '1.20.2' | '1.11.5' | '1.11.6';
+/** The agent releases built as peers: the newest, and the last 1.11 before the fix of the pool copy. */
+export type AgentRelease = '1.20.2' | '1.11.5';
 
 export type AgentEvent =
   | { readonly event: 'ready' }

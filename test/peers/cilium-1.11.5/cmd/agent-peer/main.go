@@ -6,9 +6,6 @@
 // check of the CiliumNode before it allocates: an IP of the pool whose ENI is missing from
 // status.eni.enis fails with "unable to find ENI".
 //
-// The same main builds against cilium v1.11.6 (test/peers/cilium-1.11.6 requires this module and
-// v1.11.6; the package's API is the same in both).
-//
 // What is not cilium's: the flags below (the agent's own --k8s-kubeconfig-path and node name), an
 // MTU of 9001, and a node-discovery owner that does nothing (the test creates the CiliumNode, as the
 // agent's node discovery would). cilium's log records (logrus) go to stderr and, at info and above,
