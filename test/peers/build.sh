@@ -56,3 +56,12 @@ build kubectl kubectl . -ldflags "-s -w \
 
 # cilium-operator's ENI allocator (cilium v1.20.2) as a side-by-side peer of the bench.
 build_own cilium-1.20 operator-peer-1.20 ./cmd/operator-peer -ldflags "-s -w"
+
+# cilium-agent's IPAM (test/support/agent-peer.ts), one program per release over the shared
+# reporting of agent-report: the newest release, and the last 1.11 release before the fix of the
+# pool copy (v1.11.5).
+agent_peer_sum() { cat "$@" agent-report/go.mod agent-report/*.go | sha256sum | cut -d' ' -f1; }
+build_stamped "$(agent_peer_sum cilium-1.20/go.sum cilium-1.20/cmd/agent-peer/*.go)" \
+  cilium-1.20 cilium-agent-peer-1.20.2 ./cmd/agent-peer -ldflags "-s -w"
+build_stamped "$(agent_peer_sum cilium-1.11.5/go.sum cilium-1.11.5/cmd/agent-peer/*.go)" \
+  cilium-1.11.5 cilium-agent-peer-1.11.5 ./cmd/agent-peer -ldflags "-s -w"

@@ -12,6 +12,18 @@ require (
 )
 
 require (
+	github.com/cilium/workerpool v1.4.0 // indirect
+	github.com/containernetworking/cni v1.3.0 // indirect
+	github.com/google/renameio/v2 v2.0.2 // indirect
+	github.com/gopacket/gopacket v1.6.1 // indirect
+	github.com/mattn/go-shellwords v1.0.13 // indirect
+	github.com/tidwall/gjson v1.19.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
+)
+
+require (
 	cel.dev/expr v0.25.2 // indirect
 	github.com/aws/aws-sdk-go-v2/config v1.32.25 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.18.29 // indirect
@@ -29,7 +41,7 @@ require (
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cilium/ebpf v0.22.0 // indirect
-	github.com/cilium/hive v1.0.4 // indirect
+	github.com/cilium/hive v1.0.4
 	github.com/cilium/lumberjack/v2 v2.4.2 // indirect
 	github.com/cilium/proxy v0.0.0-20260701124752-9c14fdc485a1 // indirect
 	github.com/cilium/statedb v0.8.4 // indirect
@@ -103,7 +115,7 @@ require (
 	github.com/sagikazarmark/locafero v0.11.0 // indirect
 	github.com/sasha-s/go-deadlock v0.3.9 // indirect
 	github.com/sourcegraph/conc v0.3.1-0.20240121214520-5f936abd7ae8 // indirect
-	github.com/spf13/afero v1.15.0 // indirect
+	github.com/spf13/afero v1.15.0
 	github.com/spf13/cast v1.10.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
@@ -146,6 +158,7 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260501160325-927ab1f70cd6 // indirect
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3 // indirect
+	serverless-eni-ipam.invalid/peers/agent-report v0.0.0
 	sigs.k8s.io/controller-runtime v0.24.1 // indirect
 	sigs.k8s.io/gateway-api v1.6.1 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
@@ -165,3 +178,5 @@ replace sigs.k8s.io/controller-tools => github.com/cilium/controller-tools v0.21
 // links it only through operator/k8s -> pkg/clustermesh/mcsapi, which uses one constant and no
 // code path the ENI allocator runs.
 replace sigs.k8s.io/mcs-api/controllers => sigs.k8s.io/mcs-api/controllers v0.0.0-20260403094305-4b9911b73f14
+
+replace serverless-eni-ipam.invalid/peers/agent-report => ../agent-report

@@ -1,0 +1,3 @@
+module serverless-eni-ipam.invalid/peers/agent-report
+
+go 1.17
