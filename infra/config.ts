@@ -38,6 +38,8 @@ export interface StackConfig {
   readonly garbageCollectionRateMinutes: number;
   readonly eniGarbageCollectionGraceMinutes: number;
   readonly retiredRecordRetentionDays: number;
+  /** How long an IP ledger entry is kept (its TTL), in days. */
+  readonly ledgerRetentionDays: number;
   readonly logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
   /** The AWS account and region the stack deploys to; the region defaults to the endpoint's. */
   readonly account?: string;
@@ -65,7 +67,7 @@ export interface StackConfig {
   readonly paused: boolean;
   /**
    * A table the stack uses instead of creating one (a point-in-time restore, or the table a
-   * destroyed stack left behind), with its stream (enable NEW_IMAGE on it first); both or neither.
+   * destroyed stack left behind), with its stream (enable NEW_AND_OLD_IMAGES on it first: the IP ledger diffs the two images); both or neither.
    */
   readonly existingTableName?: string;
   readonly existingTableStreamArn?: string;
@@ -203,6 +205,8 @@ export function readStackConfig(lookup: (key: string) => unknown): StackConfig {
     garbageCollectionRateMinutes: count('garbageCollectionRateMinutes', 1, 1_440),
     eniGarbageCollectionGraceMinutes: count('eniGarbageCollectionGraceMinutes', 1, 10_080),
     retiredRecordRetentionDays: count('retiredRecordRetentionDays', 1, 3_650),
+    ledgerRetentionDays:
+      get('ledgerRetentionDays') === undefined ? 90 : count('ledgerRetentionDays', 1, 3_650),
     logLevel: oneOf('logLevel', ['DEBUG', 'INFO', 'WARN', 'ERROR'] as const),
     alarmTopicArn: optional('alarmTopicArn', (key) =>
       text(

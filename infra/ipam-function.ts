@@ -7,7 +7,7 @@ import { bundledFunctionCode } from './function-bundle.ts';
 
 export interface IpamFunctionProps {
   /** The folder under `functions/` holding the handler's `index.ts`. */
-  readonly handlerFolder: 'allocate' | 'sweep' | 'sync' | 'watch';
+  readonly handlerFolder: 'allocate' | 'sweep' | 'sync' | 'watch' | 'ledger';
   readonly description: string;
   /** Powertools' service name (`POWERTOOLS_SERVICE_NAME`): the `service` dimension of its EMF metrics. */
   readonly serviceName: string;

@@ -6,10 +6,11 @@ import type { IpamFunctionId } from './kubernetes-access.ts';
  * never mixes in another's points: the garbage collection runs the sweep's code, but as a service
  * of its own.
  */
-export const SERVICE_NAMES: Readonly<Record<IpamFunctionId | 'GarbageCollection', string>> = {
+export const SERVICE_NAMES: Readonly<Record<IpamFunctionId | 'GarbageCollection' | 'Ledger', string>> = {
   Allocate: 'serverless-eni-ipam-allocate',
   Sweep: 'serverless-eni-ipam-sweep',
   GarbageCollection: 'serverless-eni-ipam-garbage-collection',
   Sync: 'serverless-eni-ipam-sync',
   Watch: 'serverless-eni-ipam-watch',
+  Ledger: 'serverless-eni-ipam-ledger',
 };

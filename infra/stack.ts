@@ -17,6 +17,7 @@ import { addDashboard } from './dashboard.ts';
 import { placeholderMessage, placeholdersLeft, refuseDeployUnless } from './deployability.ts';
 import { grantEniManagement } from './ec2-permissions.ts';
 import { placeInVpc } from './function-vpc.ts';
+import { addIpLedger } from './ip-ledger.ts';
 import { IpamFunction } from './ipam-function.ts';
 import { FUNCTION_KUBERNETES_GROUPS, type IpamFunctionId } from './kubernetes-access.ts';
 import { outputAwsAuthMappings } from './kubernetes-identities.ts';
@@ -46,6 +47,8 @@ export class EniIpamStack extends Stack {
   readonly syncFunction: IpamFunction;
   /** The CiliumNode watcher (infra/watcher.ts). */
   readonly watchFunction: IpamFunction;
+  /** The IP ledger's writer, the node table stream's second consumer (infra/ip-ledger.ts). */
+  readonly ledgerFunction: IpamFunction;
   /** Where the functions' EMF metrics go: one namespace per cluster, so two stacks' alarms never mix. */
   readonly metricsNamespace: string;
 
@@ -164,6 +167,14 @@ export class EniIpamStack extends Stack {
       'dynamodb:DescribeTable',
     ]);
 
+    const ipLedger = addIpLedger(this, {
+      config,
+      nodeTable: table,
+      metricsNamespace,
+      deadLetterQueue: this.deadLetterQueue('LedgerStreamDeadLetters'),
+    });
+    this.ledgerFunction = ipLedger.ledgerFunction;
+
     this.routeEc2Events(config);
     this.scheduleSweeps(config);
     this.connectStreamToSync();
@@ -204,6 +215,10 @@ export class EniIpamStack extends Stack {
     );
 
     new CfnOutput(this, 'NodeTableName', { value: table.tableName });
+    new CfnOutput(this, 'LedgerTableName', {
+      value: ipLedger.table.tableName,
+      description: 'The IP ledger: npm run inspect -- --ip <address> [--at <time>]',
+    });
     new CfnOutput(this, 'SyncFunctionName', {
       value: this.syncFunction.function.functionName,
       description: 'Invoke with {"instanceId":"i-..."} or {"all":true} to resync CiliumNodes',
@@ -367,6 +382,7 @@ export class EniIpamStack extends Stack {
       this.garbageCollectionFunction,
       this.syncFunction,
       this.watchFunction,
+      this.ledgerFunction,
     ]) {
       const fn = ipamFunction.function;
       const name = ipamFunction.node.id;

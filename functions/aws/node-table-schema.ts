@@ -5,8 +5,11 @@
 export const nodeTableSchema = {
   /** Partition key: the EC2 instance id. One item per instance holds the node's whole IPAM state. */
   partitionKey: { name: 'instanceId', type: 'S' },
-  /** The sync function reads the item itself (strongly consistent), so the stream needs only new images. */
-  streamViewType: 'NEW_IMAGE',
+  /**
+   * Both images: the IP ledger diffs each version against the one before it (`core/ip-ledger.ts`).
+   * The sync needs neither (it reads the item itself, strongly consistent).
+   */
+  streamViewType: 'NEW_AND_OLD_IMAGES',
   /** Retired records expire (epoch seconds) after being kept for audit. */
   timeToLiveAttribute: 'expiresAtEpochSeconds',
   /** The optimistic-concurrency counter every write is conditional on. */

@@ -34,7 +34,7 @@ function recordSchemaVersionOf(record: NodeRecord): number {
  * and what was found there: `nodeRecordSchema`), and strips the schema stamp, which is the
  * adapter's business, not the model's. Attributes the schema does not declare are dropped.
  */
-function recordOf(item: Record<string, unknown>): NodeRecord {
+export function recordOf(item: Record<string, unknown>): NodeRecord {
   const { [SCHEMA_VERSION]: schemaVersion = 1, ...attributes } = item;
   if (typeof schemaVersion !== 'number' || schemaVersion > RECORD_SCHEMA_VERSION) {
     throw new NewerRecordSchemaError(String(item[KEY]), Number(schemaVersion), RECORD_SCHEMA_VERSION);

@@ -34,6 +34,16 @@ export type VariableSpec =
 export const CONFIGURATION_VARIABLES = {
   // ---- where things are
   TABLE_NAME: { kind: 'string', required: true, description: 'the node table (one item per node)' },
+  LEDGER_TABLE_NAME: {
+    kind: 'string',
+    required: true,
+    description: 'the IP ledger table (every assignment and release of an address)',
+  },
+  LEDGER_RETENTION_DAYS: {
+    kind: 'integer',
+    default: 90,
+    description: 'how long a ledger entry is kept (its TTL), in days',
+  },
   WATCH_TABLE_NAME: { kind: 'string', required: true, description: "the watcher's lease and progress table" },
   ALLOCATE_FUNCTION_NAME: {
     kind: 'string',
@@ -183,7 +193,7 @@ const ALLOCATING = [
   ...KUBERNETES_CONNECTION,
 ] as const;
 
-export type FunctionName = 'Allocate' | 'Sweep' | 'GarbageCollection' | 'Sync' | 'Watch';
+export type FunctionName = 'Allocate' | 'Sweep' | 'GarbageCollection' | 'Sync' | 'Watch' | 'Ledger';
 
 /** What each function reads, and nothing else. */
 export const FUNCTION_VARIABLES: Readonly<Record<FunctionName, readonly VariableName[]>> = {
@@ -191,6 +201,7 @@ export const FUNCTION_VARIABLES: Readonly<Record<FunctionName, readonly Variable
   Sweep: ALLOCATING,
   GarbageCollection: ALLOCATING,
   Sync: ['TABLE_NAME', 'SYNC_CONCURRENCY', 'PAUSED', ...KUBERNETES_CONNECTION],
+  Ledger: ['LEDGER_TABLE_NAME', 'LEDGER_RETENTION_DAYS'],
   Watch: [
     'WATCH_TABLE_NAME',
     'ALLOCATE_FUNCTION_NAME',

@@ -7,6 +7,7 @@ import {
   isRequired,
   PLATFORM_VARIABLES,
 } from '../../functions/core/function-configuration.ts';
+import { buildLedgerDependencies } from '../../functions/ledger/dependencies.ts';
 import { buildAllocationDependencies } from '../../functions/runtime/allocation-dependencies.ts';
 import { Environment } from '../../functions/runtime/environment.ts';
 import { createLog } from '../../functions/runtime/logger.ts';
@@ -22,7 +23,14 @@ import { functionEnvironments as environments } from '../fixtures/function-envir
  * or read and never set (without a default), fails here.
  */
 
-const FUNCTIONS: readonly FunctionName[] = ['Allocate', 'Sweep', 'GarbageCollection', 'Sync', 'Watch'];
+const FUNCTIONS: readonly FunctionName[] = [
+  'Allocate',
+  'Sweep',
+  'GarbageCollection',
+  'Sync',
+  'Watch',
+  'Ledger',
+];
 
 /** Each function's cold-start dependency builder, as its handler module calls it. */
 const BUILDERS: Record<FunctionName, (variables: Record<string, string | undefined>) => unknown> = {
@@ -31,6 +39,7 @@ const BUILDERS: Record<FunctionName, (variables: Record<string, string | undefin
   GarbageCollection: (variables) => buildAllocationDependencies(variables, createLog('contract-test')),
   Sync: (variables) => buildSyncDependencies(variables, createLog('contract-test')),
   Watch: (variables) => buildWatchDependencies(variables, createLog('contract-test')),
+  Ledger: (variables) => buildLedgerDependencies(variables),
 };
 
 /** The names the builder reads from its environment record (every property get). */

@@ -181,6 +181,11 @@ describe('every EKS authentication mode', () => {
       );
     }
     for (const [name, variables] of Object.entries(environmentOf(template))) {
+      // The ledger talks to DynamoDB alone.
+      if (name === 'Ledger') {
+        expect(Object.keys(variables).filter((key) => key.startsWith('EKS_'))).toEqual([]);
+        continue;
+      }
       expect(variables, name).toMatchObject({
         EKS_CLUSTER_NAME: 'prod_eu',
         EKS_ENDPOINT: REAL_CLUSTER['eni-ipam:eksEndpoint'],
@@ -203,8 +208,9 @@ describe('the hand-over switch', () => {
   it('paused differs from a running stack only in the functions’ PAUSED variable', () => {
     const running = synthesize(REAL_CLUSTER).template.toJSON();
     const paused = synthesize({ ...REAL_CLUSTER, 'eni-ipam:paused': true }).template.toJSON();
-    for (const variables of Object.values(environmentOf(Template.fromJSON(paused)))) {
-      expect(variables.PAUSED).toBe('true');
+    for (const [name, variables] of Object.entries(environmentOf(Template.fromJSON(paused)))) {
+      // The ledger writes only what record writes show, and paused there are none.
+      expect(variables.PAUSED, name).toBe(name === 'Ledger' ? undefined : 'true');
     }
     const withoutPaused = (template: Record<string, unknown>) =>
       JSON.stringify(template).replaceAll(/"PAUSED":"(true|false)"/g, '');
@@ -222,14 +228,17 @@ describe('a restored table', () => {
       'eni-ipam:existingTableName': 'prod-nodes-restored',
       'eni-ipam:existingTableStreamArn': STREAM,
     });
-    // The one table created is the watcher's state (a lease and a resume point, no node data,
-    // no stream): a new one is as good as the old, so it is never restored.
+    // The tables created are the watcher's state (a lease and a resume point, no node data,
+    // no stream: a new one is as good as the old, so it is never restored) and the IP ledger.
     const tables = template.findResources('AWS::DynamoDB::Table');
-    expect(Object.keys(tables)).toEqual([expect.stringMatching(/^WatchState/)]);
-    expect(Object.values(tables)[0]?.Properties.StreamSpecification).toBeUndefined();
+    expect(Object.keys(tables).sort()).toEqual([
+      expect.stringMatching(/^IpLedger/),
+      expect.stringMatching(/^WatchState/),
+    ]);
+    for (const table of Object.values(tables)) expect(table.Properties.StreamSpecification).toBeUndefined();
     const environments = environmentOf(template);
     for (const [name, variables] of Object.entries(environments)) {
-      if (name === 'Watch') continue;
+      if (name === 'Watch' || name === 'Ledger') continue;
       expect(variables.TABLE_NAME, name).toBe('prod-nodes-restored');
     }
     // The watcher reads no node record: it hands each node to the allocate function.

@@ -93,8 +93,9 @@ describe('failures are seen', () => {
       GarbageCollection: undefined,
       Sync: undefined,
       Watch: undefined,
+      Ledger: undefined,
     });
-    expect(functionLogicalIds(asked)).toHaveLength(5);
+    expect(functionLogicalIds(asked)).toHaveLength(6);
   });
 
   it('alarms on nodes in deficit and on sweep failures, from the EMF metrics of this cluster', () => {
@@ -135,6 +136,7 @@ describe('failures are seen', () => {
       GarbageCollection: 'serverless-eni-ipam-garbage-collection',
       Sync: 'serverless-eni-ipam-sync',
       Watch: 'serverless-eni-ipam-watch',
+      Ledger: 'serverless-eni-ipam-ledger',
     });
   });
 

@@ -6,6 +6,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks, ServerlessChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ipLedgerTableSchema } from '../../functions/aws/ip-ledger-table.ts';
 import { nodeTableSchema } from '../../functions/aws/node-table-schema.ts';
 import { buildApp, cdkJsonContext } from '../../infra/build-app.ts';
 import { readStackConfig, StackConfigError } from '../../infra/config.ts';
@@ -50,7 +51,69 @@ describe('the stack', () => {
     template = synthesize();
   });
 
-  it('keeps the node table as the shared schema says: key, new-image stream, TTL, PITR, retained', () => {
+  it('keeps the IP ledger in a retained table of its own, with TTL after the retention, written only by the ledger function from the node stream', () => {
+    const ledgerTables = Object.entries(template.findResources('AWS::DynamoDB::Table')).filter(([id]) =>
+      id.startsWith('IpLedger'),
+    );
+    expect(ledgerTables).toHaveLength(1);
+    expect(ledgerTables[0]?.[1]).toMatchObject({
+      DeletionPolicy: 'Retain',
+      Properties: {
+        KeySchema: [
+          { AttributeName: ipLedgerTableSchema.partitionKey.name, KeyType: 'HASH' },
+          { AttributeName: ipLedgerTableSchema.sortKey.name, KeyType: 'RANGE' },
+        ],
+        BillingMode: 'PAY_PER_REQUEST',
+        TimeToLiveSpecification: { AttributeName: ipLedgerTableSchema.timeToLiveAttribute, Enabled: true },
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      },
+    });
+    const ledgerTableId = ledgerTables[0]?.[0];
+    const ledgerStatements = statementsOf(template, 'LedgerRole');
+    const writes = ledgerStatements.filter((statement) => statement.Sid === 'IpLedger');
+    expect(writes).toEqual([
+      expect.objectContaining({
+        Action: 'dynamodb:PutItem',
+        Resource: { 'Fn::GetAtt': [ledgerTableId, 'Arn'] },
+      }),
+    ]);
+    // Besides its put and its logs, only the stream reads the event-source mapping needs.
+    const other = ledgerStatements.filter((statement) => statement.Sid !== 'IpLedger').flatMap(actionsOf);
+    expect(
+      other.filter(
+        (action) =>
+          !/^(dynamodb:(DescribeStream|GetRecords|GetShardIterator|ListStreams)|sqs:|logs:)/.test(action),
+      ),
+    ).toEqual([]);
+    // No other role may write the ledger.
+    for (const [id, policy] of Object.entries(template.findResources('AWS::IAM::Policy'))) {
+      if (id.startsWith('LedgerRole')) continue;
+      expect(JSON.stringify(policy), id).not.toContain(ledgerTableId);
+    }
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      FunctionName: { Ref: Match.stringLikeRegexp('^LedgerFunction') },
+      EventSourceArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^NodesTable'), 'StreamArn'] },
+      StartingPosition: 'TRIM_HORIZON',
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      BisectBatchOnFunctionError: true,
+      DestinationConfig: { OnFailure: { Destination: Match.anyValue() } },
+    });
+    const ledgerEnvironment = Object.entries(template.findResources('AWS::Lambda::Function')).find(([id]) =>
+      id.startsWith('LedgerFunction'),
+    )?.[1].Properties.Environment.Variables;
+    expect(ledgerEnvironment).toMatchObject({
+      LEDGER_RETENTION_DAYS: '90',
+      LEDGER_TABLE_NAME: { Ref: ledgerTableId },
+    });
+    const shorter = synthesize({ 'eni-ipam:ledgerRetentionDays': 7 });
+    const shorterEnvironment = Object.entries(shorter.findResources('AWS::Lambda::Function')).find(([id]) =>
+      id.startsWith('LedgerFunction'),
+    )?.[1].Properties.Environment.Variables;
+    expect(shorterEnvironment?.LEDGER_RETENTION_DAYS).toBe('7');
+    expect(() => synthesize({ 'eni-ipam:ledgerRetentionDays': 0 })).toThrow(/ledgerRetentionDays/);
+  });
+
+  it('keeps the node table as the shared schema says: key, stream of both images, TTL, PITR, retained', () => {
     template.hasResource('AWS::DynamoDB::Table', {
       DeletionPolicy: 'Retain',
       Properties: {
@@ -203,7 +266,7 @@ describe('the stack', () => {
       (rule.Properties.Targets as { Input?: string }[]).map((target) => target.Input),
     );
     expect(inputs).toContain('{"task":"watch"}');
-    expect(Object.keys(template.findResources('AWS::DynamoDB::Table'))).toHaveLength(2);
+    expect(Object.keys(template.findResources('AWS::DynamoDB::Table'))).toHaveLength(3);
   });
 
   it('gives the sync function read-only access to the node table and no EC2 access', () => {
