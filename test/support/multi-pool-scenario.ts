@@ -23,7 +23,7 @@ import {
  * scenario applies to every stored CiliumNode version.
  */
 
-const silentLog: Log = { debug() {}, info() {}, warn() {}, error() {} };
+export const silentLog: Log = { debug() {}, info() {}, warn() {}, error() {} };
 
 export function syncDependencies(harness: AllocationHarness): SyncDependencies {
   return { store: harness.table.store, ciliumNodes: harness.ciliumNodes, log: silentLog };

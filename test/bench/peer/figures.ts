@@ -1,4 +1,4 @@
-import { checkPoolRemovalsHandshaken, checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
+import { checkPoolRemovalsHandshaken, checkStatusCoversSpec } from '../../support/invariants.ts';
 import { isNonMutatingAction } from '../../emulators/ec2/throttling.ts';
 import { formatNumber } from '../floors.ts';
 import { KUBERNETES_WRITE_VERBS } from '../phases/bench-cloud.ts';

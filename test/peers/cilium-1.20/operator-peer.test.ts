@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
-import { checkStatusCoversSpec } from '../../../functions/core/invariants.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 import { agentCanStart } from '../../bench/peer/side.ts';
 import { type Ec2Emulator, seedEksStyleCluster, startEc2Emulator } from '../../emulators/ec2/index.ts';
 import { OPERATOR_PEER_USER } from '../../local-cloud/identities.ts';

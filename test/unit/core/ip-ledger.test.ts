@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ledgerItemOf } from '../../../functions/aws/ip-ledger-table.ts';
-import { dynamoItemSizeBytes } from '../../../functions/aws/item-size.ts';
+import { dynamoItemSizeBytes } from '../../support/item-size.ts';
 import { holdersAt, ledgerAddressesCovering, ledgerEntriesFor } from '../../../functions/core/ip-ledger.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
