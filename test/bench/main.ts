@@ -8,7 +8,7 @@
  *                    [--prefix-delegation] [--duplicate-events RATE] [--scale X] [--out DIR]
  *                    [--concurrency C] [--import-runs R] [--timeout SECONDS] [--seed S]
  *                    [--demand-nodes N] [--sweep-cost-nodes 100,1000,5000] [--agents 1.19|1.20|mixed]
- *                    [--write-readme]
+ *                    [--write-readme] [--peer cilium-operator]
  *
  * --nodes N                  instances launched at once (default 200)
  * --mix SPEC                 instance types and weights (default m5.large:2,t3.medium:1)
@@ -28,11 +28,17 @@
  * --sweep-cost-nodes LIST    cluster sizes for one steady-state sweep's cost (default 100,1000,5000;
  *                            empty to skip)
  * --write-readme             also write the figures table of the root README (readme-figures.ts)
+ * --peer cilium-operator     instead of the phases: the same burst and demand once on our stack and
+ *                            once per configuration of cilium-operator's ENI allocator (v1.20.2,
+ *                            `npm run peers:build`), all on the real kube-apiserver in real time,
+ *                            and per figure ours, the peer's and ours / peer (peer/comparison.ts);
+ *                            reads --nodes, --mix, --demand-nodes, --seed, --concurrency, --timeout
  */
 import { createWriteStream, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { formatNumber } from './floors.ts';
+import { PEERS, type PeerName, runPeerComparison } from './peer/comparison.ts';
 import { writeReadmeFigures } from './readme-figures.ts';
 import { renderMarkdownReport, renderTable } from './report.ts';
 import { type BenchOptions, runBench } from './run.ts';
@@ -42,7 +48,13 @@ function agentsOf(raw: string | undefined): '1.19' | '1.20' | 'mixed' {
   throw new Error(`--agents must be 1.19, 1.20 or mixed, got ${raw}`);
 }
 
-function parseFlags(argv: string[]): BenchOptions & { out: string } {
+function peerOf(raw: string | undefined): PeerName | undefined {
+  if (raw === undefined) return undefined;
+  if ((PEERS as readonly string[]).includes(raw)) return raw as PeerName;
+  throw new Error(`--peer must be one of ${PEERS.join(', ')}, got ${raw}`);
+}
+
+function parseFlags(argv: string[]): BenchOptions & { out: string; peer: PeerName | undefined } {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -61,6 +73,7 @@ function parseFlags(argv: string[]): BenchOptions & { out: string } {
       'sweep-cost-nodes': { type: 'string', default: '100,1000,5000' },
       agents: { type: 'string', default: '1.19' },
       'write-readme': { type: 'boolean', default: false },
+      peer: { type: 'string' },
     },
   });
   const integer = (name: string, raw: string | undefined, min: number, max: number) => {
@@ -80,6 +93,7 @@ function parseFlags(argv: string[]): BenchOptions & { out: string } {
     duplicateEvents: Number(values['duplicate-events']),
     scale: Number(values.scale),
     out: values.out,
+    peer: peerOf(values.peer),
     concurrency: integer('concurrency', values.concurrency, 1, 64),
     importRuns: integer('import-runs', values['import-runs'], 1, 50),
     ...(values.timeout === undefined
@@ -102,6 +116,8 @@ async function main(): Promise<number> {
   mkdirSync(out, { recursive: true });
   const functionLog = createWriteStream(join(out, 'functions.log'));
   try {
+    if (flags.peer !== undefined)
+      return await comparePeer(flags, out, (line) => functionLog.write(`${line}\n`));
     const { report, chartSvg } = await runBench({
       ...flags,
       functionLog: (line) => functionLog.write(`${line}\n`),
@@ -124,6 +140,41 @@ async function main(): Promise<number> {
   } finally {
     await new Promise((done) => functionLog.end(done));
   }
+}
+
+/** `--peer`: the side-by-side comparison, printed and written as peer-comparison.json / .md. */
+async function comparePeer(
+  flags: ReturnType<typeof parseFlags>,
+  out: string,
+  log: (line: string) => void,
+): Promise<number> {
+  const comparison = await runPeerComparison({
+    peer: flags.peer as PeerName,
+    nodes: flags.nodes,
+    mix: flags.mix,
+    demandNodes: flags.demandNodes ?? 50,
+    seed: flags.seed ?? 1,
+    concurrency: flags.concurrency ?? 8,
+    ...(flags.timeoutSeconds === undefined ? {} : { timeoutSeconds: flags.timeoutSeconds }),
+    onProgress: (line) => console.log(`bench: ${line}`),
+    log,
+  });
+  const heading = `${flags.nodes} nodes (${flags.mix}), 1.19 agents, real kube-apiserver, EC2 token buckets, real time: ours beside cilium-operator v1.20.2's ENI allocator`;
+  const readiness = comparison.sides
+    .map(
+      (side) =>
+        `${side.label}: ready ${side.readyNodes}/${side.nodes}${side.timedOut ? ' TIMED OUT' : ''}, EC2 denied ${JSON.stringify(side.deniedByIam)}, Kubernetes refused ${side.kubernetesRefused}`,
+    )
+    .join('\n');
+  writeFileSync(join(out, 'peer-comparison.json'), `${JSON.stringify(comparison, null, 2)}\n`);
+  writeFileSync(
+    join(out, 'peer-comparison.md'),
+    `${heading}\n\n\`\`\`\n${comparison.table}\n\`\`\`\n\n${readiness}\n`,
+  );
+  console.log(
+    `\n${heading}\n${readiness}\n\n${comparison.table}\n\nreports: ${join(out, 'peer-comparison.md')}, peer-comparison.json, functions.log`,
+  );
+  return comparison.sides.some((side) => side.timedOut) ? 1 : 0;
 }
 
 main().then(

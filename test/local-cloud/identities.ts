@@ -84,3 +84,18 @@ export function identityOfFunction(
   if (identity === undefined) throw new Error('functionIdentities always holds the ungrouped identity');
   return identity;
 }
+
+/**
+ * The user cilium-operator runs as in a cluster (its service account), for the operator peer
+ * (`peers/cilium-1.20`): the real server authenticates it by its own token and authorizes it by
+ * cilium-operator's grants on CiliumNodes (`peers/cilium-1.20/operator-rbac.yaml`), nothing else.
+ */
+export const OPERATOR_PEER_USER = 'system:serviceaccount:kube-system:cilium-operator';
+
+export function operatorPeerIdentity(): FunctionIdentity {
+  return {
+    functionId: 'CiliumOperatorPeer',
+    kubernetesToken: `local-cilium-operator-${randomBytes(12).toString('hex')}`,
+    kubernetes: { user: OPERATOR_PEER_USER, groups: [] },
+  };
+}

@@ -20,6 +20,14 @@ export interface SimulatedAgentsOptions {
    * other node, in launch order.
    */
   readonly agentVersions?: '1.19' | '1.20' | 'mixed';
+  /**
+   * Register `spec.eni` as cilium-agent's nodediscovery does from the instance metadata (cilium
+   * v1.20.2 pkg/nodediscovery/eni/eni.go): instance type, zone, VPC and node subnet, with the
+   * agent's defaults for first-interface-index 0, use-primary-address, disable-prefix-delegation
+   * and delete-on-termination. cilium-operator reads the instance type from there (its limits).
+   * Default false: `spec.instance-id` only.
+   */
+  readonly registerInstanceFacts?: boolean;
 }
 
 export interface SimulatedAgents {
@@ -54,7 +62,12 @@ export function startSimulatedAgents(
     registeredAgents++;
     registrationsUnderWay++;
     try {
-      await registerCiliumNode(k8s, nodeName, instanceId);
+      await registerCiliumNode(
+        k8s,
+        nodeName,
+        instanceId,
+        options.registerInstanceFacts === true ? { eni: instanceFacts(ec2, instanceId) } : {},
+      );
       if (multiPool && !stopped) {
         multiPoolAgents.set(nodeName, new LocalMultiPoolAgent(k8s, nodeName, new MultiPoolAgentModel()));
       }
@@ -86,5 +99,20 @@ export function startSimulatedAgents(
       for (const agent of multiPoolAgents.values()) agent.stop();
       for (const timer of registrationTimers) clearTimeout(timer);
     },
+  };
+}
+
+/** `spec.eni` as the agent registers it from the instance's metadata (see `registerInstanceFacts`). */
+function instanceFacts(ec2: Ec2Emulator, instanceId: string): Record<string, unknown> {
+  const instance = ec2.state.instance(instanceId);
+  return {
+    'instance-type': instance?.instanceType,
+    'availability-zone': instance?.availabilityZone,
+    'vpc-id': instance?.vpcId,
+    'node-subnet-id': instance?.subnetId,
+    'first-interface-index': 0,
+    'use-primary-address': false,
+    'disable-prefix-delegation': false,
+    'delete-on-termination': true,
   };
 }

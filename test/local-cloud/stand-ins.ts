@@ -18,7 +18,12 @@ import {
 } from '../emulators/ec2/index.ts';
 import { writeKubeconfig } from '../emulators/k8s/index.ts';
 import { type DynamoDbLocal, startDynamoDbLocal } from '../support/dynamodb-local.ts';
-import { type KubernetesBackend, type KubernetesUnderTest, startKubernetes } from '../support/kubernetes.ts';
+import {
+  type KubernetesBackend,
+  type KubernetesOptions,
+  type KubernetesUnderTest,
+  startKubernetes,
+} from '../support/kubernetes.ts';
 import { identityOfFunction } from './identities.ts';
 import { assertLoopback, LOCAL_ACCOUNT, LOCAL_REGION, physicalName } from './local-account.ts';
 import { LOCAL_OPERATOR_CREDENTIALS } from './local-operator.ts';
@@ -53,6 +58,8 @@ export interface StandInsOptions extends SimulatedAgentsOptions {
   readonly kubernetesUrl?: string;
   /** The Kubernetes API server: `kube-apiserver` (default) or the `emulator`. */
   readonly kubernetesBackend?: KubernetesBackend;
+  /** CiliumNode CRD generations, the first one served (`KubernetesOptions.schemas`); default the server's. */
+  readonly kubernetesSchemas?: KubernetesOptions['schemas'];
 }
 
 /** The table whose stream feeds a function: the node table. */
@@ -191,7 +198,11 @@ async function startServers(
     options.dynamoDbEndpoint === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
     // Only the functions' own access keys authenticate; each is given its role's policies (`iam.assumeRole`).
     startEc2Emulator({ ...options.ec2, identities: {} }),
-    startKubernetes({ backend: options.kubernetesBackend ?? 'kube-apiserver', account: LOCAL_ACCOUNT }),
+    startKubernetes({
+      backend: options.kubernetesBackend ?? 'kube-apiserver',
+      account: LOCAL_ACCOUNT,
+      ...(options.kubernetesSchemas === undefined ? {} : { schemas: options.kubernetesSchemas }),
+    }),
   ]);
   if (dynamoDbOutcome.status === 'fulfilled' && dynamoDbOutcome.value) {
     const dynamoDbLocal = dynamoDbOutcome.value;

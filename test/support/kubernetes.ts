@@ -15,6 +15,8 @@ import {
   type FunctionIdentity,
   functionIdentities,
   kubernetesAuthorization,
+  OPERATOR_PEER_USER,
+  operatorPeerIdentity,
   personIdentities,
 } from '../local-cloud/identities.ts';
 import { type ControlPlane, startControlPlane } from '../peers/kubernetes/control-plane.ts';
@@ -74,6 +76,12 @@ export interface KubernetesUnderTest {
   writePersonKubeconfig(dir: string): string;
   /** The bearer token of a function (`Allocate`, `Sweep`, `Sync`, `Watch`, `Ungrouped`). */
   tokenOf(functionId: string): string;
+  /**
+   * On the real server, the token of cilium-operator's user with cilium-operator's grants on
+   * CiliumNodes (`peers/cilium-1.20/operator-rbac.yaml`), for the operator peer; undefined on the
+   * emulator, which does not run the peer.
+   */
+  readonly operatorPeerToken: string | undefined;
   /** The emulator, when that is the backend (for faults and its request log). */
   readonly emulator: K8sEmulator | undefined;
   /** The control plane, when the real server is the backend (for restarts). */
@@ -130,6 +138,11 @@ const CILIUMNODES = '/apis/cilium.io/v2/ciliumnodes';
 /** The RBAC manifest a user applies (`npm run rbac` writes it from infra/kubernetes-access.ts). */
 const RBAC_YAML = fileURLToPath(new URL('../../infra/kubernetes/rbac.yaml', import.meta.url));
 
+/** cilium-operator's grants on CiliumNodes, bound to the operator peer's user. */
+const OPERATOR_PEER_RBAC_YAML = fileURLToPath(
+  new URL('../peers/cilium-1.20/operator-rbac.yaml', import.meta.url),
+);
+
 function tokenFinder(identities: readonly FunctionIdentity[]) {
   return (functionId: string) => {
     const identity = identities.find((candidate) => candidate.functionId === functionId);
@@ -184,9 +197,13 @@ export async function startKubernetes(options: KubernetesOptions = {}): Promise<
 async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderTest> {
   const identities = functionIdentities(options.account ?? '123456789012');
   const persons = personIdentities();
+  const operatorPeer = operatorPeerIdentity();
   const controlPlane = await startControlPlane({
     identities: Object.fromEntries(
-      [...identities, ...persons].map((identity) => [identity.kubernetesToken, identity.kubernetes]),
+      [...identities, ...persons, operatorPeer].map((identity) => [
+        identity.kubernetesToken,
+        identity.kubernetes,
+      ]),
     ),
     ...(options.compactionInterval === undefined ? {} : { compactionInterval: options.compactionInterval }),
     ...(options.watchCache === undefined ? {} : { watchCache: options.watchCache }),
@@ -194,6 +211,7 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
   try {
     await controlPlane.installCrd(ciliumNodeCrdYaml((options.schemas ?? DEFAULT_SCHEMAS)[0] ?? 'v1.19-dev'));
     await controlPlane.apply(readFileSync(RBAC_YAML, 'utf8'));
+    await controlPlane.apply(readFileSync(OPERATOR_PEER_RBAC_YAML, 'utf8'));
     const admin = controlPlane.admin;
     const proxy = await startFaultProxy({
       upstream: controlPlane.url,
@@ -239,6 +257,7 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
         return path;
       },
       tokenOf: tokenFinder(identities),
+      operatorPeerToken: operatorPeer.kubernetesToken,
       emulator: undefined,
       controlPlane,
       kubeconfigYaml: (token) => controlPlane.kubeconfigYaml(token, proxy.url),
@@ -332,6 +351,7 @@ async function emulatorBackend(options: KubernetesOptions): Promise<KubernetesUn
     // Plain HTTP: kubectl sends no token over it, so a person gets the admin's kubeconfig only.
     writePersonKubeconfig: (dir) => emulator.writeKubeconfig(dir),
     tokenOf: tokenFinder(identities),
+    operatorPeerToken: undefined,
     emulator,
     controlPlane: undefined,
     kubeconfigYaml: (token) => emulator.kubeconfigYaml().replace(emulator.token, token ?? emulator.token),
@@ -438,10 +458,17 @@ class AuditLog {
   }
 }
 
-/** Not the fixtures' admin, nor the server's own controllers (`system:apiserver`, `system:kube-*`). */
+/**
+ * Not the fixtures' admin, nor the server's own controllers (`system:apiserver`, `system:kube-*`);
+ * the operator peer's service account is a client like the functions.
+ */
 function isFunctionRequest(event: AuditEvent): boolean {
   const user = event.user?.username ?? '';
-  return event.objectRef !== undefined && user !== 'kubernetes-admin' && !user.startsWith('system:');
+  return (
+    event.objectRef !== undefined &&
+    user !== 'kubernetes-admin' &&
+    (!user.startsWith('system:') || user === OPERATOR_PEER_USER)
+  );
 }
 
 interface AuditEvent {

@@ -135,7 +135,7 @@ async function startTaps(dynamoDbEndpoint: string, cleanups: Cleanups): Promise<
 }
 
 /** Nodes go in two /18 subnets of the bench's own: the seeded node subnets are /24s, too small for a burst of thousands. */
-function nodeLauncher(cloud: LocalCloud): (instanceType: string) => LaunchedInstance {
+export function nodeLauncher(cloud: LocalCloud): (instanceType: string) => LaunchedInstance {
   const { state } = cloud.ec2;
   const { cluster } = cloud;
   const subnets = [
