@@ -165,7 +165,8 @@ export function startStandIns(
       kubeconfigOf: (functionLogicalId) => {
         const identity = identityOfFunction(functionLogicalId, identities);
         const directory = join(workDirectory, identity.functionId);
-        mkdirSync(directory);
+        // Several functions share the ungrouped identity (garbage collection, the ledger).
+        mkdirSync(directory, { recursive: true });
         if (kubernetesUrl === k8s.url) return k8s.writeKubeconfig(directory, identity.kubernetesToken);
         if (k8s.controlPlane !== undefined) {
           return k8s.controlPlane.writeKubeconfig(directory, identity.kubernetesToken, kubernetesUrl);

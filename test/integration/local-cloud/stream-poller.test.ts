@@ -1,6 +1,7 @@
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { describe, expect, it } from 'vitest';
+import { nodeTableSchema } from '../../../functions/aws/node-table-schema.ts';
 import type { InvocationResult } from '../../local-cloud/lambda-runner.ts';
 import { type LambdaStreamRecord, StreamPoller } from '../../local-cloud/stream-poller.ts';
 import type { StreamMappingDefinition } from '../../local-cloud/template.ts';
@@ -100,7 +101,7 @@ describe('StreamPoller (Lambda DynamoDB-stream event-source mapping)', () => {
       dynamodb: {
         Keys: { instanceId: { S: GOOD[0] } },
         NewImage: { instanceId: { S: GOOD[0] } },
-        StreamViewType: 'NEW_IMAGE',
+        StreamViewType: nodeTableSchema.streamViewType,
       },
     });
     expect(typeof seen[0]?.dynamodb.SequenceNumber).toBe('string');
