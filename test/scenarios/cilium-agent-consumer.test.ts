@@ -1,12 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { poolRequest } from '../../functions/core/agent-protocol.ts';
 import type { CiliumNode } from '../../functions/core/ciliumnode.ts';
-import { checkStatusCoversSpec } from '../support/invariants.ts';
 import { sweep } from '../../functions/services/sweep.ts';
 import { syncNode } from '../../functions/services/sync-node.ts';
 import type { InstanceRecord } from '../emulators/ec2/index.ts';
 import { type AgentEvent, AgentPeer, type AgentRelease } from '../support/agent-peer.ts';
 import { type AllocationHarness, startAllocationHarness } from '../support/allocation-harness.ts';
+import { checkStatusCoversSpec } from '../support/invariants.ts';
 import { silentLog } from '../support/multi-pool-scenario.ts';
 
 /**

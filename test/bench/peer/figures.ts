@@ -1,5 +1,5 @@
-import { checkPoolRemovalsHandshaken, checkStatusCoversSpec } from '../../support/invariants.ts';
 import { isNonMutatingAction } from '../../emulators/ec2/throttling.ts';
+import { checkPoolRemovalsHandshaken, checkStatusCoversSpec } from '../../support/invariants.ts';
 import { formatNumber } from '../floors.ts';
 import { KUBERNETES_WRITE_VERBS } from '../phases/bench-cloud.ts';
 import type { SideRun } from './run-side.ts';

@@ -1,12 +1,12 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CiliumNode } from '../../../functions/core/ciliumnode.ts';
-import { checkStatusCoversSpec } from '../../support/invariants.ts';
 import { agentCanStart } from '../../bench/peer/side.ts';
 import { type Ec2Emulator, seedEksStyleCluster, startEc2Emulator } from '../../emulators/ec2/index.ts';
 import { OPERATOR_PEER_USER } from '../../local-cloud/identities.ts';
 import { LOCAL_ACCOUNT, LOCAL_REGION } from '../../local-cloud/local-account.ts';
 import { type SimulatedAgents, startSimulatedAgents } from '../../local-cloud/simulated-agents.ts';
+import { checkStatusCoversSpec } from '../../support/invariants.ts';
 import { type KubernetesUnderTest, startKubernetes } from '../../support/kubernetes.ts';
 import {
   OPERATOR_PEER_CREDENTIALS,

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ledgerItemOf } from '../../../functions/aws/ip-ledger-table.ts';
-import { dynamoItemSizeBytes } from '../../support/item-size.ts';
 import { holdersAt, ledgerAddressesCovering, ledgerEntriesFor } from '../../../functions/core/ip-ledger.ts';
 import type { NodeRecord } from '../../../functions/core/model.ts';
 import { eniFixture, nodeRecordFixture } from '../../fixtures/node-records.ts';
+import { dynamoItemSizeBytes } from '../../support/item-size.ts';
 
 const T0 = 1_796_133_600_000;
 const at = (version: number, enis: NodeRecord['enis'], extra: Partial<NodeRecord> = {}) =>
