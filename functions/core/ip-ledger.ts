@@ -20,11 +20,11 @@ import type { NodeRecord } from './model.ts';
  *   expiry releases nothing, its addresses were released at retirement).
  */
 
-export type AddressKind = 'ipv4' | 'ipv4-prefix' | 'ipv6-prefix';
-export type ReleaseReason = 'released' | 'eni-deleted' | 'node-retired' | 'record-removed';
+type AddressKind = 'ipv4' | 'ipv4-prefix' | 'ipv6-prefix';
+type ReleaseReason = 'released' | 'eni-deleted' | 'node-retired' | 'record-removed';
 
 /** One address held by one ENI of a node, as a record version shows it. */
-export interface Holding {
+interface Holding {
   /** `10.0.3.17`, `10.0.3.16/28`, `2600:1f14::/80` (as the record writes it). */
   readonly address: string;
   readonly addressKind: AddressKind;
@@ -59,7 +59,7 @@ export type LedgerStreamRecord =
   | { readonly sequenceNumber: string; readonly action: 'reject'; readonly reason: string };
 
 /** The addresses a record version holds; none once the node is retired. */
-export function holdingsOf(record: NodeRecord | undefined): Holding[] {
+function holdingsOf(record: NodeRecord | undefined): Holding[] {
   if (record === undefined || record.lifecycle === 'retired') return [];
   return record.enis
     .filter((eni) => eni.foreign !== true)

@@ -43,7 +43,7 @@ export type AgentEvent =
     };
 
 /** The binary of a release, or a clear error naming the command that builds it. */
-export function agentPeerBinary(release: AgentRelease): string {
+function agentPeerBinary(release: AgentRelease): string {
   const path = join(BIN_DIRECTORY, `cilium-agent-peer-${release}`);
   if (!existsSync(path)) {
     throw new Error(
