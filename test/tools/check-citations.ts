@@ -35,8 +35,8 @@ export interface Repository {
 /** The folders a repository path starts with. */
 const REPOSITORY_ROOTS = ['functions/', 'infra/', 'test/', '.ci/'];
 
-/** Files the repository's own tools write (`npm run bench` writes bench.md into its out dir). */
-const WRITTEN_BY_TOOLS = new Set(['bench.md']);
+/** Files the repository's own tools write (`npm run bench` writes bench.md, and with `--peer` peer-comparison.md, into its out dir). */
+const WRITTEN_BY_TOOLS = new Set(['bench.md', 'peer-comparison.md']);
 
 const URL = /\bhttps?:\/\/[^\s)>'"`\]]+/g;
 const SOURCE_LABEL = /\[M\d+\]/g;
