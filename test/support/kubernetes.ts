@@ -221,28 +221,7 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
     });
     const recorder = await WatchRecorder.start(admin);
     const audit = new AuditLog(controlPlane.auditLogPath, admin);
-    const ok = async <T>(what: string, response: Promise<{ status: number; body: unknown }>): Promise<T> => {
-      const { status, body } = await response;
-      if (status >= 300) throw new KubernetesRequestError(what, status, body);
-      return body as T;
-    };
-    const path = (name: string) => `${CILIUMNODES}/${encodeURIComponent(name)}`;
-    const create = (object: unknown) =>
-      ok<CiliumNodeObject>('create', admin.request('POST', CILIUMNODES, withKind(object)));
-    const replace = (object: CiliumNodeObject, subresource?: 'status') =>
-      ok<CiliumNodeObject>(
-        `replace ${object.metadata.name}`,
-        admin.request(
-          'PUT',
-          `${path(object.metadata.name)}${subresource === 'status' ? '/status' : ''}`,
-          object,
-        ),
-      );
-    const get = async (name: string) => {
-      const response = await admin.request('GET', path(name));
-      if (response.status === 404) return undefined;
-      return ok<CiliumNodeObject>(`get ${name}`, Promise.resolve(response));
-    };
+    const ciliumNodes = adminCiliumNodes(admin);
     return {
       backend: 'kube-apiserver',
       version: controlPlane.version,
@@ -262,26 +241,12 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
       controlPlane,
       kubeconfigYaml: (token) => controlPlane.kubeconfigYaml(token, proxy.url),
       writeKubeconfig: (dir, token) => controlPlane.writeKubeconfig(dir, token, proxy.url),
-      getCiliumNode: get,
-      listCiliumNodes: async () =>
-        (await ok<{ items: CiliumNodeObject[] }>('list', admin.request('GET', CILIUMNODES))).items,
-      createCiliumNode: create,
-      replaceCiliumNode: replace,
-      putCiliumNode: async (object) => {
-        const wanted = withKind(object) as CiliumNodeObject;
-        const existing = await get(wanted.metadata.name);
-        const main =
-          existing === undefined
-            ? await create(wanted)
-            : await replace({
-                ...wanted,
-                metadata: { ...wanted.metadata, resourceVersion: existing.metadata.resourceVersion },
-              });
-        return wanted.status === undefined ? main : replace({ ...main, status: wanted.status }, 'status');
-      },
-      deleteCiliumNode: async (name) => {
-        await ok('delete', admin.request('DELETE', path(name)));
-      },
+      getCiliumNode: ciliumNodes.get,
+      listCiliumNodes: ciliumNodes.list,
+      createCiliumNode: ciliumNodes.create,
+      replaceCiliumNode: ciliumNodes.replace,
+      putCiliumNode: ciliumNodes.put,
+      deleteCiliumNode: ciliumNodes.delete,
       putConfigMap: async (namespace, name, data) => {
         await controlPlane.apply(
           JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace }, data }),
@@ -297,7 +262,7 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
       history: async (name) => {
         // The newest version any CiliumNode holds now (a list's own resourceVersion is etcd's
         // revision, which other kinds of object advance too, so no CiliumNode event may carry it).
-        const { items } = await ok<{ items: CiliumNodeObject[] }>('list', admin.request('GET', CILIUMNODES));
+        const items = await ciliumNodes.list();
         const newest = Math.max(0, ...items.map((item) => Number(item.metadata.resourceVersion)));
         await recorder.seen(String(newest));
         return recorder.versions.filter((version) => name === undefined || version.name === name);
@@ -305,8 +270,7 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
       requests: async (filter = {}) => matching(await audit.requests(), filter),
       reset: async () => {
         proxy.faults.clear();
-        const { items } = await ok<{ items: CiliumNodeObject[] }>('list', admin.request('GET', CILIUMNODES));
-        for (const item of items) await ok('delete', admin.request('DELETE', path(item.metadata.name)));
+        for (const item of await ciliumNodes.list()) await ciliumNodes.delete(item.metadata.name);
         await recorder.forget(admin);
         await audit.reset();
       },
@@ -322,6 +286,55 @@ async function realBackend(options: KubernetesOptions): Promise<KubernetesUnderT
     await controlPlane.stop();
     throw error;
   }
+}
+
+/** CiliumNodes read and written as the admin, each answer above 299 raised as a KubernetesRequestError. */
+function adminCiliumNodes(admin: ControlPlane['admin']) {
+  const ok = async <T>(what: string, response: Promise<{ status: number; body: unknown }>): Promise<T> => {
+    const { status, body } = await response;
+    if (status >= 300) throw new KubernetesRequestError(what, status, body);
+    return body as T;
+  };
+  const path = (name: string) => `${CILIUMNODES}/${encodeURIComponent(name)}`;
+  const create = (object: unknown) =>
+    ok<CiliumNodeObject>('create', admin.request('POST', CILIUMNODES, withKind(object)));
+  const replace = (object: CiliumNodeObject, subresource?: 'status') =>
+    ok<CiliumNodeObject>(
+      `replace ${object.metadata.name}`,
+      admin.request(
+        'PUT',
+        `${path(object.metadata.name)}${subresource === 'status' ? '/status' : ''}`,
+        object,
+      ),
+    );
+  const get = async (name: string) => {
+    const response = await admin.request('GET', path(name));
+    if (response.status === 404) return undefined;
+    return ok<CiliumNodeObject>(`get ${name}`, Promise.resolve(response));
+  };
+  return {
+    get,
+    create,
+    replace,
+    list: async () =>
+      (await ok<{ items: CiliumNodeObject[] }>('list', admin.request('GET', CILIUMNODES))).items,
+    /** Creates or replaces the object, then its status when it carries one. */
+    put: async (object: unknown) => {
+      const wanted = withKind(object) as CiliumNodeObject;
+      const existing = await get(wanted.metadata.name);
+      const main =
+        existing === undefined
+          ? await create(wanted)
+          : await replace({
+              ...wanted,
+              metadata: { ...wanted.metadata, resourceVersion: existing.metadata.resourceVersion },
+            });
+      return wanted.status === undefined ? main : replace({ ...main, status: wanted.status }, 'status');
+    },
+    delete: async (name: string) => {
+      await ok('delete', admin.request('DELETE', path(name)));
+    },
+  };
 }
 
 async function emulatorBackend(options: KubernetesOptions): Promise<KubernetesUnderTest> {

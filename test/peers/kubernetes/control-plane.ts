@@ -112,52 +112,16 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   const workDirectory = mkdtempSync(join(tmpdir(), 'kube-control-plane-'));
   const logDirectory = options.logDirectory ?? workDirectory;
   mkdirSync(logDirectory, { recursive: true });
-  const [etcdClientPort, etcdPeerPort, apiServerPort] = await freePorts(3);
+  // freePorts answers exactly the number of ports asked for.
+  const [etcdClientPort, etcdPeerPort, apiServerPort] = (await freePorts(3)) as [number, number, number];
   const adminToken = `admin-${randomToken()}`;
   writeCredentials(workDirectory, adminToken, options.identities ?? {});
 
   const etcdUrl = `http://127.0.0.1:${etcdClientPort}`;
-  const etcdArgs = [
-    `--name=etcd-${etcdClientPort}`,
-    `--data-dir=${join(workDirectory, 'etcd')}`,
-    `--listen-client-urls=${etcdUrl}`,
-    `--advertise-client-urls=${etcdUrl}`,
-    `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
-    `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
-    `--initial-cluster=etcd-${etcdClientPort}=http://127.0.0.1:${etcdPeerPort}`,
-    '--listen-metrics-urls=',
-    '--unsafe-no-fsync',
-    '--log-level=warn',
-  ];
+  const etcdArgs = etcdArguments(workDirectory, etcdClientPort, etcdPeerPort);
   const url = `https://127.0.0.1:${apiServerPort}`;
   const certDirectory = join(workDirectory, 'pki');
-  const apiServerArgs = [
-    `--etcd-servers=${etcdUrl}`,
-    '--bind-address=127.0.0.1',
-    '--advertise-address=127.0.0.1',
-    `--secure-port=${apiServerPort}`,
-    `--cert-dir=${certDirectory}`,
-    '--service-cluster-ip-range=10.0.0.0/24',
-    '--allow-privileged=true',
-    '--disable-admission-plugins=ServiceAccount',
-    `--service-account-issuer=${url}/`,
-    `--service-account-key-file=${join(workDirectory, 'sa.key')}`,
-    `--service-account-signing-key-file=${join(workDirectory, 'sa.key')}`,
-    '--authorization-mode=RBAC',
-    '--anonymous-auth=false',
-    `--token-auth-file=${join(workDirectory, 'tokens.csv')}`,
-    `--etcd-compaction-interval=${options.compactionInterval ?? '5m'}`,
-    `--watch-cache=${options.watchCache ?? true}`,
-    // Nothing in the tests resolves a peer endpoint; leave the kubernetes Service to itself.
-    '--endpoint-reconciler-type=none',
-    '--enable-priority-and-fairness=false',
-    // The server's own request log: who asked what of CiliumNodes and ConfigMaps, and the answer.
-    `--audit-policy-file=${join(workDirectory, 'audit-policy.yaml')}`,
-    `--audit-log-path=${join(workDirectory, 'audit.log')}`,
-    '--audit-log-mode=blocking',
-    '--audit-log-format=json',
-    '--v=0',
-  ];
+  const apiServerArgs = apiServerArguments(workDirectory, etcdUrl, apiServerPort, options);
 
   const processes = new ProcessGroup(logDirectory);
   const startEtcd = () => processes.spawn('etcd', binaries.etcd, etcdArgs);
@@ -223,6 +187,60 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     await processes.stopAll();
     throw error;
   }
+}
+
+/** etcd on loopback only, its data in the work directory, without fsync (a test's data is disposable). */
+function etcdArguments(workDirectory: string, clientPort: number, peerPort: number): string[] {
+  const clientUrl = `http://127.0.0.1:${clientPort}`;
+  const peerUrl = `http://127.0.0.1:${peerPort}`;
+  return [
+    `--name=etcd-${clientPort}`,
+    `--data-dir=${join(workDirectory, 'etcd')}`,
+    `--listen-client-urls=${clientUrl}`,
+    `--advertise-client-urls=${clientUrl}`,
+    `--listen-peer-urls=${peerUrl}`,
+    `--initial-advertise-peer-urls=${peerUrl}`,
+    `--initial-cluster=etcd-${clientPort}=${peerUrl}`,
+    '--listen-metrics-urls=',
+    '--unsafe-no-fsync',
+    '--log-level=warn',
+  ];
+}
+
+/** kube-apiserver as envtest starts it: loopback, its own serving certificate, RBAC, static tokens, the audit log. */
+function apiServerArguments(
+  workDirectory: string,
+  etcdUrl: string,
+  port: number,
+  options: ControlPlaneOptions,
+): string[] {
+  return [
+    `--etcd-servers=${etcdUrl}`,
+    '--bind-address=127.0.0.1',
+    '--advertise-address=127.0.0.1',
+    `--secure-port=${port}`,
+    `--cert-dir=${join(workDirectory, 'pki')}`,
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--allow-privileged=true',
+    '--disable-admission-plugins=ServiceAccount',
+    `--service-account-issuer=https://127.0.0.1:${port}/`,
+    `--service-account-key-file=${join(workDirectory, 'sa.key')}`,
+    `--service-account-signing-key-file=${join(workDirectory, 'sa.key')}`,
+    '--authorization-mode=RBAC',
+    '--anonymous-auth=false',
+    `--token-auth-file=${join(workDirectory, 'tokens.csv')}`,
+    `--etcd-compaction-interval=${options.compactionInterval ?? '5m'}`,
+    `--watch-cache=${options.watchCache ?? true}`,
+    // Nothing in the tests resolves a peer endpoint; leave the kubernetes Service to itself.
+    '--endpoint-reconciler-type=none',
+    '--enable-priority-and-fairness=false',
+    // The server's own request log: who asked what of CiliumNodes and ConfigMaps, and the answer.
+    `--audit-policy-file=${join(workDirectory, 'audit-policy.yaml')}`,
+    `--audit-log-path=${join(workDirectory, 'audit.log')}`,
+    '--audit-log-mode=blocking',
+    '--audit-log-format=json',
+    '--v=0',
+  ];
 }
 
 /** tokens.csv for every identity plus the admin, and the service-account signing key. */
