@@ -23,14 +23,8 @@ import { functionEnvironments as environments } from '../fixtures/function-envir
  * or read and never set (without a default), fails here.
  */
 
-const FUNCTIONS: readonly FunctionName[] = [
-  'Allocate',
-  'Sweep',
-  'GarbageCollection',
-  'Sync',
-  'Watch',
-  'Ledger',
-];
+/** Every function the contract knows (FUNCTION_VARIABLES has an entry for each name, by its type). */
+const FUNCTIONS = Object.keys(FUNCTION_VARIABLES) as FunctionName[];
 
 /** Each function's cold-start dependency builder, as its handler module calls it. */
 const BUILDERS: Record<FunctionName, (variables: Record<string, string | undefined>) => unknown> = {
