@@ -1,6 +1,7 @@
 import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, PutCommand, paginateQuery } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, PutCommand, paginateQuery } from '@aws-sdk/lib-dynamodb';
 import { type LedgerEntry, ledgerSortKey } from '../core/ip-ledger.ts';
+import { documentClientOf } from './document-client.ts';
 
 /**
  * The IP ledger table (`functions/core/ip-ledger.ts`): the ONE definition of its keys and TTL that
@@ -27,9 +28,7 @@ export class DynamoIpLedger {
     client: DynamoDBClient,
     private readonly tableName: string,
   ) {
-    this.documents = DynamoDBDocumentClient.from(client, {
-      marshallOptions: { removeUndefinedValues: true },
-    });
+    this.documents = documentClientOf(client);
   }
 
   /**

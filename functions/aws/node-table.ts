@@ -1,6 +1,6 @@
 import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
-  DynamoDBDocumentClient,
+  type DynamoDBDocumentClient,
   GetCommand,
   PutCommand,
   type PutCommandInput,
@@ -15,6 +15,7 @@ import {
   type UnreadableRecord,
   UnreadableRecordsError,
 } from '../core/unreadable-records.ts';
+import { documentClientOf } from './document-client.ts';
 import { decodeNodeRecord } from './node-record-schema.ts';
 import { nodeTableSchema } from './node-table-schema.ts';
 
@@ -67,9 +68,7 @@ export class DynamoNodeRecordStore implements NodeRecordStore {
     client: DynamoDBClient,
     private readonly tableName: string,
   ) {
-    this.documents = DynamoDBDocumentClient.from(client, {
-      marshallOptions: { removeUndefinedValues: true },
-    });
+    this.documents = documentClientOf(client);
   }
 
   async get(instanceId: string): Promise<NodeRecord | undefined> {
